@@ -1,0 +1,61 @@
+"""ov-agent-ext: long-term memory for Python coding agents through an OpenViking server."""
+
+from ._version import __version__
+from .client import OVClient
+from .config import OVConfig, load_config, save_config
+from .errors import (
+    ClientError,
+    ConfigError,
+    NotFoundError,
+    OVError,
+    ServerError,
+    ServerUnavailable,
+)
+from .models import (
+    AddMessagesResult,
+    Archive,
+    CommitResult,
+    ContextPart,
+    FindResult,
+    FsEntry,
+    HealthInfo,
+    Message,
+    SearchHit,
+    SessionContext,
+    SessionInfo,
+    TaskInfo,
+    TextPart,
+    ToolPart,
+)
+from .tokens import Tokenizer, estimate_tokens, get_tokenizer
+
+__all__ = [
+    "AddMessagesResult",
+    "Archive",
+    "ClientError",
+    "CommitResult",
+    "ConfigError",
+    "ContextPart",
+    "FindResult",
+    "FsEntry",
+    "HealthInfo",
+    "Message",
+    "NotFoundError",
+    "OVClient",
+    "OVConfig",
+    "OVError",
+    "SearchHit",
+    "ServerError",
+    "ServerUnavailable",
+    "SessionContext",
+    "SessionInfo",
+    "TaskInfo",
+    "TextPart",
+    "Tokenizer",
+    "ToolPart",
+    "__version__",
+    "estimate_tokens",
+    "get_tokenizer",
+    "load_config",
+    "save_config",
+]

@@ -1,0 +1,151 @@
+"""The ``ov-agent-ext`` command line: a thin layer over the library.
+
+    ov-agent-ext config [--json | --example]   the resolved config, each value with its source
+    ov-agent-ext status [--json]               is the server reachable, how fast, as whom
+    ov-agent-ext version
+
+Exit codes: 0 success, 1 the server is unreachable or answered with an error, 2 bad usage or
+bad configuration. Nothing here prints a traceback for an expected failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._version import __version__
+from .client import OVClient
+from .config import OVConfig, load_config
+from .errors import ClientError, ConfigError
+
+__all__ = ["example_config", "main"]
+
+EXIT_OK, EXIT_SERVER, EXIT_USAGE = 0, 1, 2
+
+
+def example_config() -> dict[str, Any]:
+    """Every key of config.json with its default (``stateDir`` null = the platform default)."""
+    values = {key: value for key, (value, _) in OVConfig().display().items()}
+    values["stateDir"] = None
+    return values
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _cmd_config(config: OVConfig, args: argparse.Namespace) -> int:
+    if args.example:
+        _print_json(example_config())
+        return EXIT_OK
+    shown = config.display()
+    if args.json:
+        _print_json(
+            {key: {"value": value, "source": source} for key, (value, source) in shown.items()}
+        )
+        return EXIT_OK
+    width = max(len(key) for key in shown)
+    for key, (value, source) in shown.items():
+        print(f"{key:<{width}}  {json.dumps(value, ensure_ascii=False)}  ({source})")
+    return EXIT_OK
+
+
+async def _status(config: OVConfig) -> dict[str, Any]:
+    report: dict[str, Any] = {"endpoint": None, "reachable": False}
+    async with OVClient(config) as client:
+        report["endpoint"] = client.endpoint
+        started = time.perf_counter()
+        try:
+            health = await client.health()
+        except ClientError as exc:
+            report["error"] = str(exc)
+            return report
+        report.update(
+            reachable=True,
+            latency_ms=round((time.perf_counter() - started) * 1000, 1),
+            version=health.version,
+            auth_mode=health.auth_mode,
+        )
+        try:
+            report["user"] = await client.spaces.identity()
+            report["memories_uri"] = await client.spaces.resolve_uri("viking://user/memories")
+        except ClientError as exc:
+            report["error"] = str(exc)
+    return report
+
+
+def _cmd_status(config: OVConfig, args: argparse.Namespace) -> int:
+    report = asyncio.run(_status(config))
+    if args.json:
+        _print_json(report)
+    elif report["reachable"]:
+        print(f"OpenViking {report['version']} at {report['endpoint']}: reachable")
+        print(f"  latency    {report['latency_ms']} ms")
+        print(f"  auth mode  {report['auth_mode']}")
+        if "user" in report:
+            print(f"  user       {report['user']} ({report['memories_uri']})")
+        if "error" in report:
+            print(f"  warning    {report['error']}")
+    else:
+        print(f"OpenViking at {report['endpoint']}: NOT reachable", file=sys.stderr)
+        print(f"  {report.get('error', '')}", file=sys.stderr)
+    return EXIT_OK if report["reachable"] and "error" not in report else EXIT_SERVER
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ov-agent-ext",
+        description="Long-term memory for coding agents through an OpenViking server.",
+    )
+    parser.add_argument("--version", action="version", version=f"ov-agent-ext {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="config.json to use")
+    parser.add_argument("--endpoint", metavar="URL", help="OpenViking server URL")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    config = commands.add_parser(
+        "config", help="show the resolved config and where each value came from"
+    )
+    shape = config.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="machine-readable output")
+    shape.add_argument("--example", action="store_true", help="print config.example.json")
+    config.set_defaults(handler=_cmd_config)
+
+    status = commands.add_parser("status", help="check the server: reachability, latency, identity")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=_cmd_status)
+
+    version = commands.add_parser("version", help="print the version")
+    version.set_defaults(handler=lambda _config, _args: print(__version__) or EXIT_OK)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ov-agent-ext`` console script."""
+    args = _parser().parse_args(argv)
+    overrides: dict[str, Any] = {}
+    if args.endpoint:
+        overrides["endpoint"] = args.endpoint
+    try:
+        config = load_config(args.config, **overrides)
+    except ConfigError as exc:
+        print(f"ov-agent-ext: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(config, args)
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `ov-agent-ext config | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
