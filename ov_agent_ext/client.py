@@ -23,13 +23,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
 from ._version import __version__
 from .config import OVConfig
-from .errors import NotFoundError, ServerError, ServerUnavailable
+from .errors import ClientError, NotFoundError, ServerError, ServerUnavailable
 from .models import (
     AddMessagesResult,
     Archive,
@@ -72,6 +72,32 @@ _STATUS_CODES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+
+
+# Error code -> HTTP status, for an error envelope that arrives with HTTP 200.
+_CODE_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "INVALID_URI": 400,
+    "INVALID_FILTER": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "CONFLICT": 409,
+    "ALREADY_EXISTS": 409,
+    "ABORTED": 409,
+    "SESSION_EXPIRED": 410,
+    "FAILED_PRECONDITION": 412,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "MODEL_UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+def _seg(value: str) -> str:
+    """An id as one URL path segment: a '/', '?' or '#' inside it cannot change the route."""
+    return quote(value, safe="")
 
 
 def _redact_url(url: str) -> str:
@@ -143,8 +169,15 @@ class OVClient:
             "read": config.read_timeout,
             "write": config.write_timeout,
         }
+        # user:password@ in the endpoint becomes Basic auth (unless a key is set), so the
+        # credentials never sit in a URL that httpx would log at INFO.
+        parts = urlsplit(config.endpoint)
+        auth = None
+        if parts.username is not None and not key:
+            auth = httpx.BasicAuth(unquote(parts.username), unquote(parts.password or ""))
         self._http = httpx.AsyncClient(
-            base_url=config.endpoint,
+            base_url=self.endpoint,
+            auth=auth,
             headers=headers,
             transport=transport,
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
@@ -221,8 +254,10 @@ class OVClient:
             )
         if isinstance(body, dict) and "status" in body:
             if body.get("status") == "error" or body.get("error"):
+                error = body.get("error")
+                code = error.get("code") if isinstance(error, dict) else None
                 raise _error_from(
-                    response.status_code if response.status_code >= 400 else 500,
+                    _CODE_STATUS.get(str(code), 500),
                     body,
                     request_id=request_id,
                     method=method,
@@ -278,17 +313,17 @@ class OVClient:
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """Session metadata; :class:`NotFoundError` when it does not exist."""
-        body = await self._request("GET", f"/api/v1/sessions/{session_id}", kind="read")
+        body = await self._request("GET", f"/api/v1/sessions/{_seg(session_id)}", kind="read")
         return SessionInfo.model_validate(self._expect_dict(body, "session"))
 
     async def delete_session(self, session_id: str) -> None:
-        await self._request("DELETE", f"/api/v1/sessions/{session_id}", kind="write")
+        await self._request("DELETE", f"/api/v1/sessions/{_seg(session_id)}", kind="write")
 
     async def add_message(self, session_id: str, message: Message) -> AddMessagesResult:
         """Add one message; the server creates the session if needed."""
         body = await self._request(
             "POST",
-            f"/api/v1/sessions/{session_id}/messages",
+            f"/api/v1/sessions/{_seg(session_id)}/messages",
             kind="write",
             json=message.to_request(),
         )
@@ -307,7 +342,7 @@ class OVClient:
         total = AddMessagesResult(session_id=session_id)
         if not messages:
             return total
-        path = f"/api/v1/sessions/{session_id}/messages/batch"
+        path = f"/api/v1/sessions/{_seg(session_id)}/messages/batch"
         for start in range(0, len(messages), BATCH_LIMIT):
             chunk = messages[start : start + BATCH_LIMIT]
             try:
@@ -362,14 +397,14 @@ class OVClient:
         if enable_working_memory is not None:
             payload["enable_working_memory"] = enable_working_memory
         body = await self._request(
-            "POST", f"/api/v1/sessions/{session_id}/commit", kind="write", json=payload
+            "POST", f"/api/v1/sessions/{_seg(session_id)}/commit", kind="write", json=payload
         )
         data = self._expect_dict(body, "commit")
         data.setdefault("session_id", session_id)
         return CommitResult.model_validate(data)
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        body = await self._request("GET", f"/api/v1/tasks/{task_id}", kind="read")
+        body = await self._request("GET", f"/api/v1/tasks/{_seg(task_id)}", kind="read")
         data = self._expect_dict(body, "task")
         data.setdefault("task_id", task_id)
         return TaskInfo.model_validate(data)
@@ -396,7 +431,9 @@ class OVClient:
             await asyncio.sleep(min(poll_interval, max(0.0, give_up - time.monotonic())))
 
     async def _request_task(self, task_id: str, timeout: float) -> TaskInfo:
-        body = await self._request("GET", f"/api/v1/tasks/{task_id}", kind="read", timeout=timeout)
+        body = await self._request(
+            "GET", f"/api/v1/tasks/{_seg(task_id)}", kind="read", timeout=timeout
+        )
         data = self._expect_dict(body, "task")
         data.setdefault("task_id", task_id)
         return TaskInfo.model_validate(data)
@@ -414,7 +451,8 @@ class OVClient:
 
         The server has no wait flag. ``result.task`` is the last task state seen and
         ``result.timed_out`` says whether the deadline passed first (the task keeps running
-        on the server either way).
+        on the server either way). If polling fails, the accepted commit is still returned,
+        with ``result.wait_error`` saying why; only the commit request itself raises.
         """
         started = time.monotonic()
         result = await self.commit(
@@ -424,9 +462,14 @@ class OVClient:
         )
         if result.task_id:
             remaining = max(0.0, timeout - (time.monotonic() - started))
-            result.task, result.timed_out = await self.wait_task(
-                result.task_id, timeout=remaining, poll_interval=poll_interval
-            )
+            try:
+                result.task, result.timed_out = await self.wait_task(
+                    result.task_id, timeout=remaining, poll_interval=poll_interval
+                )
+            except ClientError as exc:
+                # The commit itself was accepted: report that, with why the wait stopped,
+                # rather than raising and inviting the caller to commit a second time.
+                result.wait_error = str(exc)
         return result
 
     async def session_context(
@@ -434,7 +477,7 @@ class OVClient:
     ) -> SessionContext:
         body = await self._request(
             "GET",
-            f"/api/v1/sessions/{session_id}/context",
+            f"/api/v1/sessions/{_seg(session_id)}/context",
             kind="read",
             params={"token_budget": token_budget},
         )
@@ -443,7 +486,7 @@ class OVClient:
     async def get_archive(self, session_id: str, archive_id: str) -> Archive:
         """An archive's abstract, overview and raw messages."""
         body = await self._request(
-            "GET", f"/api/v1/sessions/{session_id}/archives/{archive_id}", kind="read"
+            "GET", f"/api/v1/sessions/{_seg(session_id)}/archives/{_seg(archive_id)}", kind="read"
         )
         data = self._expect_dict(body, "archive")
         data.setdefault("archive_id", archive_id)

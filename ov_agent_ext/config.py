@@ -158,8 +158,8 @@ class OVConfig(BaseModel):
     )
 
     # Opting out, logging, local state
-    bypass_patterns: list[str] = Field(
-        default_factory=list,
+    bypass_patterns: tuple[str, ...] = Field(
+        default=(),
         description="gitignore-style globs on the working directory or session id to skip.",
     )
     log_level: Literal["silent", "error", "warning", "info", "debug"] = Field(
@@ -167,7 +167,7 @@ class OVConfig(BaseModel):
     )
     state_dir: Path = Field(
         default_factory=_state_dir_default,
-        description="Where the outbox and watermarks live (default: the user state dir).",
+        description="Where the outbox and watermarks live (null: the user state dir).",
     )
     tokenizer: str = Field(
         "auto",
@@ -184,6 +184,41 @@ class OVConfig(BaseModel):
             raise ValueError("expected an http:// or https:// URL, e.g. http://127.0.0.1:1933")
         return value
 
+    @field_validator("state_dir", mode="before")
+    @classmethod
+    def _expand_state_dir(cls, value: Any) -> Any:
+        if value is None or value == "":
+            return _state_dir_default()
+        if isinstance(value, (str, Path)):
+            return Path(value).expanduser()
+        return value
+
+    @field_validator(
+        "health_timeout",
+        "read_timeout",
+        "write_timeout",
+        "connect_timeout",
+        "recall_budget",
+        "recall_max_content_chars",
+        "recall_limit",
+        "recall_score_threshold",
+        "recall_min_query_length",
+        "profile_budget",
+        "resume_context_budget",
+        "index_budget",
+        "capture_max_length",
+        "commit_token_threshold",
+        "write_queue_flush_interval",
+        "write_queue_flush_threshold",
+        mode="before",
+    )
+    @classmethod
+    def _no_bool_numbers(cls, value: Any) -> Any:
+        # JSON true/false would otherwise pass as 1/0: almost certainly a wrong key or value.
+        if isinstance(value, bool):
+            raise ValueError("expected a number, got a boolean")
+        return value
+
     @field_validator("tokenizer")
     @classmethod
     def _check_tokenizer(cls, value: str) -> str:
@@ -191,9 +226,16 @@ class OVConfig(BaseModel):
             raise ValueError("expected 'auto', 'estimate' or 'tiktoken:<encoding name>'")
         return value
 
+    @field_validator("bypass_patterns", mode="before")
+    @classmethod
+    def _patterns_are_a_list(cls, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
+            raise ValueError('expected a list of glob strings, e.g. ["/tmp/**"]')
+        return value
+
     @field_validator("bypass_patterns")
     @classmethod
-    def _check_patterns(cls, value: list[str]) -> list[str]:
+    def _check_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
             try:
                 # GitIgnoreSpec, not the "gitwildmatch" factory: pathspec >= 1.0 deprecates that
@@ -217,6 +259,8 @@ class OVConfig(BaseModel):
                 value = "********" if value.get_secret_value() else ""
             elif isinstance(value, Path):
                 value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
             out[field.alias or name] = (value, self.source_of(name))
         return out
 
@@ -299,6 +343,8 @@ def _read_env(environ: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     out: dict[str, tuple[Any, str]] = {}
     for var, raw in environ.items():
         if var in known:
+            if not raw.strip():
+                continue  # `export OPENVIKING_URL=` clears a setting, as in most tools
             name = known[var]
             out[name] = (_env_value(name, raw), var)
         elif var.startswith(ENV_PREFIX) and var != CONFIG_ENV:
@@ -385,6 +431,8 @@ def save_config(values: Mapping[str, Any], path: str | os.PathLike[str] | None =
     by_alias = {alias: name for name, alias in fields.items()}
     data: dict[str, Any] = {}
     for key, value in values.items():
+        if key == "$schema":
+            continue
         name = key if key in fields else by_alias.get(key)
         if name is None:
             raise ConfigError(
@@ -396,6 +444,8 @@ def save_config(values: Mapping[str, Any], path: str | os.PathLike[str] | None =
             value = value.get_secret_value()
         elif isinstance(value, Path):
             value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
         data[fields[name]] = value
     try:
         OVConfig.model_validate({by_alias[k]: v for k, v in data.items()})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AddMessagesResult",
@@ -76,6 +76,12 @@ class Message(BaseModel):
     parts: list[Part] | None = None
     peer_id: str | None = None
     created_at: str | None = None
+
+    @model_validator(mode="after")
+    def _has_content(self) -> Message:
+        if self.content is None and not self.parts:
+            raise ValueError("a message needs content or parts")
+        return self
 
     def to_request(self) -> dict[str, Any]:
         """The JSON body the server accepts (unset fields left out: it rejects nulls nowhere,
@@ -148,6 +154,7 @@ class CommitResult(_Response):
     reason: str | None = None
     task: TaskInfo | None = None
     timed_out: bool = False
+    wait_error: str | None = None
 
     @property
     def archive_id(self) -> str | None:

@@ -286,6 +286,45 @@ def test_endpoint_credentials_redacted() -> None:
     assert "hunter2" not in client.endpoint
 
 
+async def test_endpoint_credentials_become_basic_auth_and_stay_out_of_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return ok({"initialized": True, "user": "bob"})
+
+    caplog.set_level(logging.DEBUG)
+    async with make_client(handler, endpoint="http://bob:hunter2@ov.test:1933") as client:
+        await client.system_status()
+    assert seen[0].headers["authorization"].startswith("Basic ")
+    assert "hunter2" not in str(seen[0].url)
+    assert "hunter2" not in caplog.text  # httpx logs the request URL at INFO
+
+
+async def test_api_key_wins_over_endpoint_credentials() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return ok({"initialized": True, "user": "bob"})
+
+    async with make_client(
+        handler, endpoint="http://bob:hunter2@ov.test:1933", api_key=API_KEY
+    ) as client:
+        await client.system_status()
+    assert seen[0].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_ids_are_one_path_segment(server: FakeServer) -> None:
+    server.reply("GET", "/api/v1/sessions/a?b#c", ok({"session_id": "a?b#c"}))
+    async with make_client(server) as client:
+        info = await client.get_session("a?b#c")
+    assert info.session_id == "a?b#c"
+    assert server.requests[-1].url.raw_path == b"/api/v1/sessions/a%3Fb%23c"
+
+
 # ================================================================================================
 # Envelope parsing
 
@@ -390,6 +429,20 @@ async def test_error_envelope_with_http_200_still_raises(server: FakeServer) -> 
             await client.system_status()
     assert info.value.code == "INTERNAL"
     assert "broken" in str(info.value)
+
+
+async def test_error_envelope_with_http_200_gets_the_codes_status(server: FakeServer) -> None:
+    server.reply(
+        "GET",
+        "/api/v1/system/status",
+        httpx.Response(
+            200, json={"status": "error", "error": {"code": "NOT_FOUND", "message": "gone"}}
+        ),
+    )
+    async with make_client(server) as client:
+        with pytest.raises(NotFoundError) as info:
+            await client.system_status()
+    assert (info.value.status_code, info.value.retryable) == (404, False)
 
 
 # ================================================================================================
@@ -1152,6 +1205,19 @@ async def test_commit_and_wait_slow_poll_at_deadline_is_a_timeout(server: FakeSe
     assert result.task_id == _TASK_ID
     assert result.task is not None
     assert result.task.status == "running"
+
+
+async def test_commit_and_wait_keeps_the_commit_when_polling_fails(server: FakeServer) -> None:
+    server.reply("POST", _COMMIT, _accepted())
+    server.reply("GET", _TASK, err(404, "NOT_FOUND", "Task not found or expired"))
+    async with make_client(server) as client:
+        result = await client.commit_and_wait("s1", timeout=5, poll_interval=0.01)
+    assert result.status == "accepted"
+    assert result.task_id == _TASK_ID
+    assert result.task is None
+    assert result.wait_error is not None
+    assert "Task not found" in result.wait_error
+    assert len(server.to("POST", _COMMIT)) == 1
 
 
 async def test_commit_and_wait_skipped_makes_no_task_request(server: FakeServer) -> None:

@@ -357,13 +357,13 @@ def test_ov_agent_ext_literal_and_path_variables(tmp_path: Path) -> None:
 
 def test_ov_agent_ext_list_variable_as_json_array() -> None:
     config = load_config(environ={"OV_AGENT_EXT_BYPASS_PATTERNS": '["/tmp/**", "a, b/*"]'})
-    assert config.bypass_patterns == ["/tmp/**", "a, b/*"]
+    assert config.bypass_patterns == ("/tmp/**", "a, b/*")
     assert config.source_of("bypass_patterns") == "OV_AGENT_EXT_BYPASS_PATTERNS"
 
 
 def test_ov_agent_ext_list_variable_comma_separated() -> None:
     config = load_config(environ={"OV_AGENT_EXT_BYPASS_PATTERNS": " /tmp/** , scratch-*,, "})
-    assert config.bypass_patterns == ["/tmp/**", "scratch-*"]
+    assert config.bypass_patterns == ("/tmp/**", "scratch-*")
 
 
 def test_ov_agent_ext_list_variable_with_broken_json_is_an_error() -> None:
@@ -539,7 +539,7 @@ def test_nan_threshold_is_rejected() -> None:
 
 
 @pytest.mark.parametrize(
-    "endpoint", ["ftp://ov.example.com", "localhost:1933", "", "http://", "127.0.0.1"]
+    "endpoint", ["ftp://ov.example.com", "localhost:1933", "http://", "127.0.0.1"]
 )
 def test_bad_endpoint_is_rejected(endpoint: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -579,7 +579,7 @@ def test_bad_tokenizer_spec_is_rejected(spec: str) -> None:
 def test_good_bypass_patterns_are_accepted(cfg_file: Path) -> None:
     patterns = ["/home/*/scratch/**", "*.tmp", "session-*", "!keep"]
     write_json(cfg_file, {"bypassPatterns": patterns})
-    assert load_config(cfg_file, environ={}).bypass_patterns == patterns
+    assert load_config(cfg_file, environ={}).bypass_patterns == tuple(patterns)
 
 
 @pytest.mark.parametrize("pattern", ["!", "\\"])
@@ -702,7 +702,7 @@ def test_save_config_round_trips_through_load_config(tmp_path: Path) -> None:
     assert config.api_key.get_secret_value() == SECRET
     assert config.agent_id == "codex"
     assert config.recall_score_threshold == 0.5
-    assert config.bypass_patterns == ["/tmp/**", "scratch-*"]
+    assert config.bypass_patterns == ("/tmp/**", "scratch-*")
     assert config.state_dir == tmp_path / "state"
     assert config.capture_mode == "keyword"
     assert config.enabled is False
@@ -756,3 +756,48 @@ def test_save_config_is_0600_even_with_permissive_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert mode_of(target) == 0o600
+
+
+def test_empty_environment_variable_counts_as_unset(cfg_file: Path) -> None:
+    write_json(cfg_file, {"endpoint": "http://from-file:1933"})
+    config = load_config(
+        cfg_file, environ={"OPENVIKING_URL": "", "OV_AGENT_EXT_RECALL_BUDGET": " "}
+    )
+    assert config.endpoint == "http://from-file:1933"
+    assert config.source_of("endpoint") == str(cfg_file)
+    assert config.recall_budget == 2000
+
+
+def test_empty_endpoint_argument_is_rejected() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={}, endpoint="")
+    assert (info.value.key, info.value.source) == ("endpoint", "argument")
+
+
+@pytest.mark.parametrize("key", ["recallBudget", "recallScoreThreshold", "readTimeout"])
+def test_booleans_are_not_numbers(cfg_file: Path, key: str) -> None:
+    write_json(cfg_file, {key: True})
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg_file, environ={})
+    assert info.value.key == key
+    assert "boolean" in str(info.value)
+
+
+def test_state_dir_expands_home_and_null_means_default(
+    cfg_file: Path, isolated_environment: Path
+) -> None:
+    assert load_config(environ={}, state_dir="~/ovstate").state_dir == (
+        isolated_environment / "ovstate"
+    )
+    write_json(cfg_file, {"stateDir": None})
+    assert load_config(cfg_file, environ={}).state_dir == OVConfig().state_dir
+
+
+def test_bypass_patterns_are_immutable() -> None:
+    config = load_config(environ={}, bypass_patterns=["/tmp/**"])
+    assert isinstance(config.bypass_patterns, tuple)
+
+
+def test_save_config_ignores_schema_key(tmp_path: Path) -> None:
+    target = save_config({"$schema": "./schema.json", "recallLimit": 4}, tmp_path / "c.json")
+    assert json.loads(target.read_text()) == {"recallLimit": 4}

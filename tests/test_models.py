@@ -360,3 +360,8 @@ def test_health_and_add_result() -> None:
         {"session_id": "s", "message_count": 2, "added": 2, "pending_tokens": 31}
     )
     assert (added.added, added.message_count, added.pending_tokens) == (2, 2, 31)
+
+
+def test_message_without_content_or_parts_is_rejected() -> None:
+    with pytest.raises(pydantic.ValidationError, match="content or parts"):
+        Message(role="user")
