@@ -303,6 +303,22 @@ class OVClient:
         body = await self._request("GET", "/api/v1/system/status", kind="read")
         return self._expect_dict(body, "system status")
 
+    async def wait_processed(self, *, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait until the server's processing queues (embedding, summaries) are drained.
+
+        A commit's task finishing means memories were *written*; they become findable once
+        the embedding queue has processed them. The queues are server-wide, so this is for
+        tests, tools and commands that need read-after-write, never for a hook's hot path.
+        """
+        body = await self._request(
+            "POST",
+            "/api/v1/system/wait",
+            kind="write",
+            json={"timeout": timeout},
+            timeout=timeout + self.config.connect_timeout,
+        )
+        return self._expect_dict(body, "queue status")
+
     # --- sessions -------------------------------------------------------------------------------
 
     async def create_session(self, session_id: str | None = None) -> SessionInfo:

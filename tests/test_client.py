@@ -1673,3 +1673,14 @@ async def test_upload_temp_file_returns_id(server: FakeServer, tmp_path: Path) -
     server.reply("POST", _UPLOAD, ok({"temp_file_id": "upload_9.md"}))
     async with make_client(server) as client:
         assert await client.upload_temp_file(source) == "upload_9.md"
+
+
+async def test_wait_processed_sends_timeout_and_waits_longer_than_it(server: FakeServer) -> None:
+    server.reply("POST", "/api/v1/system/wait", ok({"Embedding": {"processed": 3}}))
+    async with make_client(server, write_timeout=1.0) as client:
+        status = await client.wait_processed(timeout=45.0)
+    assert status == {"Embedding": {"processed": 3}}
+    request = server.to("POST", "/api/v1/system/wait")[0]
+    assert body_of(request) == {"timeout": 45.0}
+    # The HTTP deadline covers the server's own wait, not the 1 s write class.
+    assert request.extensions["timeout"]["read"] >= 45.0

@@ -57,6 +57,7 @@ async def test_users_of_one_account_are_isolated(apikey_backend: Backend) -> Non
     eve = apikey_backend.client(api_key=await apikey_backend.add_user_key(account, "eve"))
     uri = "viking://user/memories/preferences/user/theme.md"
     written = await alice.write(uri, "Alice prefers the Quokka colour theme.", mode="create")
+    await alice.wait_processed(timeout=60)
     with pytest.raises(ServerError) as caught:
         await eve.read(written["uri"])
     assert (caught.value.code, caught.value.status_code) == ("PERMISSION_DENIED", 403)

@@ -35,6 +35,7 @@ async def test_commit_and_wait_then_find_read_stat_ls_delete(
     assert result.task is not None
     assert result.task.status == "completed"
     assert result.task.memories_extracted >= 2
+    await client.wait_processed(timeout=EXTRACTION_DEADLINE)  # written is not yet indexed
 
     found = await client.find(
         "which tool for python packaging", target_uri="viking://user/memories", limit=10
@@ -92,6 +93,7 @@ async def test_accounts_never_see_each_others_memories(
     result = await alice.commit_and_wait(sid, timeout=EXTRACTION_DEADLINE)
     assert result.task is not None
     assert result.task.status == "completed"
+    await alice.wait_processed(timeout=EXTRACTION_DEADLINE)
     mine = await alice.find("keyboard layout", target_uri="viking://user/memories")
     assert any("Zephyr" in hit.abstract for hit in mine.memories)
     theirs = await mallory.find("keyboard layout Zephyr", limit=20)

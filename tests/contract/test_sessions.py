@@ -163,3 +163,9 @@ async def test_unknown_request_field_is_rejected(backend: Backend) -> None:
     assert (caught.value.code, caught.value.status_code) == ("INVALID_ARGUMENT", 400)
     assert caught.value.retryable is False
     assert "top_k" in str(caught.value)
+
+
+async def test_wait_processed_reports_the_queues(backend: Backend) -> None:
+    status = await backend.client().wait_processed(timeout=30)
+    assert "Embedding" in status
+    assert {"processed", "error_count"} <= set(status["Embedding"])
