@@ -1,17 +1,28 @@
 """Backends for the contract suite: the same tests run against every OpenViking server.
 
-A backend is a server the suite can reach plus how to make identities on it. Today: the real
-OpenViking 0.5.2 server started by ``../shared/realserver/start.sh`` (``.ci/run`` starts one in
-dev mode and one in api_key mode and exports ``OV_REAL_URL`` / ``OV_REAL_APIKEY_URL`` /
-``OV_REAL_ROOT_KEY``). Backends that are not running are skipped with the reason.
+A backend is a server the suite can reach plus how to make identities on it:
+
+- ``ref-inprocess``: the reference server (``ov_agent_ext.server``) through
+  ``httpx.ASGITransport``, a fresh data directory per test;
+- ``ref-loopback``: the reference server under uvicorn on a 127.0.0.1 port, one per run;
+- ``real``: the real OpenViking 0.5.2 server started by ``scripts/realserver start``
+  (``.ci/run`` does this and exports ``OV_REAL_URL`` / ``OV_REAL_APIKEY_URL`` /
+  ``OV_REAL_ROOT_KEY``).
+
+Each runs in dev mode (identity from the account/user headers) and api_key mode. A backend
+that is not available is skipped with the reason.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -77,50 +88,111 @@ class Backend:
             await client.aclose()
 
 
-def _dev_backends() -> list[Any]:
-    url = os.environ.get("OV_REAL_URL")
+def _real(url_var: str, mode: str) -> Any:
+    url = os.environ.get(url_var)
+    key = os.environ.get("OV_REAL_ROOT_KEY", "") if mode == "api_key" else ""
+    available = bool(url) and (mode == "dev" or bool(key))
+    reason = SKIP_REAL if mode == "dev" else SKIP_REAL.replace("OV_REAL_URL", url_var)
+    return pytest.param(
+        ("real", url, key),
+        id="real" if mode == "dev" else "real-api-key",
+        marks=[] if available else [pytest.mark.skip(reason=reason)],
+    )
+
+
+def _reference(kind: str, mode: str) -> Any:
+    suffix = "" if mode == "dev" else "-api-key"
+    return pytest.param((kind, None, ""), id=f"{kind}{suffix}")
+
+
+def _params(mode: str) -> list[Any]:
+    url_var = "OV_REAL_URL" if mode == "dev" else "OV_REAL_APIKEY_URL"
     return [
-        pytest.param(
-            ("real", url),
-            id="real",
-            marks=[] if url else [pytest.mark.skip(reason=SKIP_REAL)],
-        )
+        _reference("ref-inprocess", mode),
+        _reference("ref-loopback", mode),
+        _real(url_var, mode),
     ]
 
 
-def _apikey_backends() -> list[Any]:
-    url = os.environ.get("OV_REAL_APIKEY_URL")
-    key = os.environ.get("OV_REAL_ROOT_KEY", "")
-    reason = SKIP_REAL.replace("OV_REAL_URL", "OV_REAL_APIKEY_URL with OV_REAL_AUTH=api_key")
-    return [
-        pytest.param(
-            ("real-api-key", url, key),
-            id="real-api-key",
-            marks=[] if url and key else [pytest.mark.skip(reason=reason)],
-        )
-    ]
+class _Loopback:
+    """The reference server under uvicorn in a thread, on a free 127.0.0.1 port."""
+
+    def __init__(self, data_dir: Path, root_key: str | None):
+        import uvicorn
+        from ov_agent_ext.server import create_app
+
+        app = create_app(data_dir, root_api_key=root_key)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the reference server did not start on loopback")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
 
 
-@pytest.fixture(params=_dev_backends())
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+@pytest.fixture(scope="session")
+def loopback_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One loopback reference server per auth mode, started on first use."""
+    started: dict[str, Any] = {}
+
+    def get(mode: str) -> tuple[str, str]:
+        if mode not in started:
+            key = f"root-{secrets.token_hex(8)}" if mode == "api_key" else None
+            started[mode] = (_Loopback(tmp_path_factory.mktemp(f"ref-{mode}"), key), key or "")
+        server, key = started[mode]
+        return server.url, key
+
+    yield {"get": get}
+    for server, _ in started.values():
+        server.stop()
+
+
+async def _backend(
+    request: pytest.FixtureRequest, mode: str, tmp_path: Path, loopback: dict[str, Any]
+) -> AsyncIterator[Backend]:
+    kind, url, key = request.param
+    transport: httpx.AsyncBaseTransport | None = None
+    if kind == "ref-inprocess":
+        from ov_agent_ext.server import create_app
+
+        key = f"root-{secrets.token_hex(8)}" if mode == "api_key" else ""
+        app = create_app(tmp_path / "ref-data", root_api_key=key or None)
+        transport = httpx.ASGITransport(app=app)
+        url = "http://ref.inprocess"
+    elif kind == "ref-loopback":
+        url, key = loopback["get"](mode)
+    server = Backend(name=kind, url=url, auth_mode=mode, root_key=key, transport=transport)
+    try:
+        yield server
+    finally:
+        await server.aclose()
+
+
+@pytest.fixture(params=_params("dev"))
+async def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, loopback_servers: dict[str, Any]
+) -> AsyncIterator[Backend]:
     """A dev-mode server: identity from the account/user headers."""
-    name, url = request.param
-    server = Backend(name=name, url=url)
-    try:
+    async for server in _backend(request, "dev", tmp_path, loopback_servers):
         yield server
-    finally:
-        await server.aclose()
 
 
-@pytest.fixture(params=_apikey_backends())
-async def apikey_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+@pytest.fixture(params=_params("api_key"))
+async def apikey_backend(
+    request: pytest.FixtureRequest, tmp_path: Path, loopback_servers: dict[str, Any]
+) -> AsyncIterator[Backend]:
     """An api_key-mode server and its root key."""
-    name, url, key = request.param
-    server = Backend(name=name, url=url, auth_mode="api_key", root_key=key)
-    try:
+    async for server in _backend(request, "api_key", tmp_path, loopback_servers):
         yield server
-    finally:
-        await server.aclose()
 
 
 @pytest.fixture
