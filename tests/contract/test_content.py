@@ -69,3 +69,47 @@ async def test_agent_skills_scope_is_flat_and_user_scope_is_spaced(backend: Back
     assert await client.spaces.resolve_uri("viking://user/memories/") == (
         f"viking://user/{user}/memories/"
     )
+
+
+async def test_directory_abstract_overview_and_tree(backend: Backend) -> None:
+    client = backend.client()
+    base = f"viking://user/memories/entities/contract-{uuid.uuid4().hex[:6]}"
+    await client.write(f"{base}/alpha.md", "Alpha service owns billing.", mode="create")
+    await client.write(f"{base}/beta.md", "Beta service owns search.", mode="create")
+    assert isinstance(await client.abstract(base), str)
+    assert isinstance(await client.overview(base), str)
+    tree = await client.tree(base)
+    names = {entry.basename for entry in tree}
+    assert {"alpha.md", "beta.md"} <= names
+    listing = await client.ls(base)
+    assert {e.basename for e in listing} == {"alpha.md", "beta.md"}
+    assert all(not e.is_dir for e in listing)
+
+
+async def test_missing_directory_is_not_found(backend: Backend) -> None:
+    client = backend.client()
+    with pytest.raises(NotFoundError):
+        await client.ls("viking://resources/contract-no-such-dir")
+    with pytest.raises(NotFoundError):
+        await client.abstract("viking://user/memories/contract-no-such-dir")
+
+
+async def test_write_modes_append_and_replace(backend: Backend) -> None:
+    client = backend.client()
+    uri = f"viking://user/memories/preferences/contract/{uuid.uuid4().hex[:8]}.md"
+    await client.write(uri, "first line", mode="create")
+    await client.write(uri, "\nsecond line", mode="append")
+    assert "first line" in await client.read(uri)
+    assert "second line" in await client.read(uri)
+    await client.write(uri, "replaced", mode="replace")
+    text = await client.read(uri)
+    assert "replaced" in text
+    assert "first line" not in text
+
+
+async def test_private_network_url_is_refused_as_resource(backend: Backend) -> None:
+    # The real server only fetches public URLs (an SSRF guard): loopback is refused.
+    client = backend.client()
+    with pytest.raises(ServerError) as caught:
+        await client.add_resource("http://127.0.0.1:9/guide.md", reason="contract test")
+    assert (caught.value.code, caught.value.status_code) == ("PERMISSION_DENIED", 403)

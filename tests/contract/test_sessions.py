@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ov_agent_ext import Message, NotFoundError, ServerError, TextPart, ToolPart
+from ov_agent_ext import ContextPart, Message, NotFoundError, ServerError, TextPart, ToolPart
 
 from .conftest import Backend
 
@@ -169,3 +169,118 @@ async def test_wait_processed_reports_the_queues(backend: Backend) -> None:
     status = await backend.client().wait_processed(timeout=30)
     assert "Embedding" in status
     assert {"processed", "error_count"} <= set(status["Embedding"])
+
+
+async def test_keep_recent_count_keeps_the_tail_live(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    texts = ["I prefer pytest over unittest.", "OK.", "Ship on Fridays.", "Noted."]
+    roles = ["user", "assistant", "user", "assistant"]
+    await client.add_messages(
+        sid, [Message(role=r, content=t) for r, t in zip(roles, texts, strict=True)]
+    )
+    commit = await client.commit_and_wait(sid, timeout=90, keep_recent_count=2)
+    assert commit.status == "accepted"
+    info = await client.get_session(sid)
+    assert (info.message_count, info.total_message_count) == (2, 4)
+    context = await client.session_context(sid)
+    assert [m["parts"][0]["text"] for m in context.messages] == texts[2:]
+    archive = await client.get_archive(sid, "archive_001")
+    assert [m["parts"][0]["text"] for m in archive.messages] == texts[:2]
+
+
+async def test_commit_keeping_everything_is_skipped(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    await client.add_message(sid, Message(role="user", content="Keep this one live please."))
+    commit = await client.commit(sid, keep_recent_count=5)
+    assert (commit.status, commit.task_id) == ("skipped", None)
+    assert commit.reason == "all_within_keep_window"
+
+
+async def test_working_memory_overview_comes_back_in_context(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    await client.add_messages(
+        sid,
+        [
+            Message(role="user", content="Let's migrate the billing service to Rust."),
+            Message(role="assistant", content="Starting with the invoice module."),
+        ],
+    )
+    commit = await client.commit_and_wait(sid, timeout=90, enable_working_memory=True)
+    assert commit.task is not None
+    assert commit.task.status == "completed"
+    context = await client.session_context(sid)
+    assert context.latest_archive_overview.strip()
+    assert context.messages == []
+
+
+async def test_second_commit_makes_the_next_archive(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    await client.add_message(sid, Message(role="user", content="First chunk of the talk."))
+    first = await client.commit_and_wait(sid, timeout=90)
+    await client.add_message(sid, Message(role="user", content="Second chunk of the talk."))
+    second = await client.commit_and_wait(sid, timeout=90)
+    assert (first.archive_id, second.archive_id) == ("archive_001", "archive_002")
+    archive = await client.get_archive(sid, "archive_002")
+    assert [m["parts"][0]["text"] for m in archive.messages] == ["Second chunk of the talk."]
+    assert (await client.get_session(sid)).commit_count == 2
+
+
+async def test_tool_and_context_parts_count_as_pending(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    tool_only = Message(
+        role="assistant",
+        parts=[
+            ToolPart(
+                tool_id="t1",
+                tool_name="bash",
+                tool_input={"command": "pytest -q tests/ --maxfail=1"},
+            )
+        ],
+    )
+    first = await client.add_message(sid, tool_only)
+    assert first.pending_tokens > 0  # a tool-only turn is not free: commits must see it
+    context_part = Message(
+        role="user",
+        parts=[
+            ContextPart(uri="viking://resources/guide", context_type="resource", abstract="guide")
+        ],
+    )
+    second = await client.add_message(sid, context_part)
+    assert second.message_count == 2
+    assert second.pending_tokens >= first.pending_tokens
+
+
+async def test_batches_beyond_the_server_limit_are_chunked(
+    backend: Backend, session_id: Callable[[], str]
+) -> None:
+    client = backend.client()
+    sid = session_id()
+    messages = [
+        Message(role="user", content=f"Note number {i} about the build.") for i in range(150)
+    ]
+    result = await client.add_messages(sid, messages)
+    assert (result.added, result.message_count) == (150, 150)
+    context = await client.session_context(sid, token_budget=100000)
+    assert [m["parts"][0]["text"] for m in context.messages][
+        -1
+    ] == "Note number 149 about the build."
+
+
+async def test_deleting_a_missing_session_is_not_found(backend: Backend) -> None:
+    with pytest.raises(NotFoundError):
+        await backend.client().delete_session("contract-never-created")
