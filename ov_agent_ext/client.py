@@ -229,7 +229,8 @@ class OVClient:
                 timed_out=True,
             ) from exc
         except httpx.RequestError as exc:  # transport failures, undecodable bodies
-            reason = type(exc).__name__
+            detail = str(exc).strip()
+            reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
             raise ServerUnavailable(
                 f"OpenViking server at {self.endpoint} is not reachable ({reason})",
                 endpoint=self.endpoint,
