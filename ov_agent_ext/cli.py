@@ -3,6 +3,8 @@
     ov-agent-ext config [--json | --example]   the resolved config, each value with its source
     ov-agent-ext status [--json]               is the server reachable, how fast, as whom
     ov-agent-ext version
+    ov-agent-ext serve --data-dir DIR [--host 127.0.0.1] [--port 1933] [--api-key ROOT_KEY]
+                                               run the reference OpenViking server
 
 Exit codes: 0 success, 1 the server is unreachable or answered with an error, 2 bad usage or
 bad configuration. Nothing here prints a traceback for an expected failure.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import os
 import sys
@@ -98,6 +101,47 @@ def _cmd_status(config: OVConfig, args: argparse.Namespace) -> int:
     return EXIT_OK if report["reachable"] and "error" not in report else EXIT_SERVER
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    """Run the reference server (needs the ``server`` extra) until interrupted."""
+    if not args.api_key and not _is_loopback(args.host):
+        print(
+            f"ov-agent-ext serve: refusing to listen on {args.host} without --api-key: dev mode "
+            "trusts the identity headers of every caller, so it is for loopback only "
+            "(127.0.0.1, ::1, localhost)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        import uvicorn
+
+        from .server import create_app
+    except ImportError:
+        print(
+            "ov-agent-ext serve: the reference server needs extra packages: "
+            "install ov-agent-ext[server]",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    app = create_app(args.data_dir, root_api_key=args.api_key or None)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    mode = "api_key (root key required for admin routes)" if args.api_key else "dev (loopback)"
+    print(f"ov-agent-ext reference server (OpenViking 0.5.2 API) at http://{host}:{args.port}")
+    print(f"  auth mode  {mode}")
+    print(f"  data dir   {args.data_dir}")
+    sys.stdout.flush()
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ov-agent-ext",
@@ -122,12 +166,38 @@ def _parser() -> argparse.ArgumentParser:
 
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(handler=lambda _config, _args: print(__version__) or EXIT_OK)
+
+    serve = commands.add_parser(
+        "serve", help="run the reference OpenViking-compatible server (needs the server extra)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=1933, help="port to listen on (1933)")
+    serve.add_argument(
+        "--data-dir", required=True, metavar="DIR", help="where the server keeps its data"
+    )
+    serve.add_argument(
+        "--api-key",
+        metavar="ROOT_KEY",
+        help="root key: switches to api_key mode (required to listen beyond loopback)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn log level (info)",
+    )
+    serve.set_defaults(serve=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ov-agent-ext`` console script."""
     args = _parser().parse_args(argv)
+    if getattr(args, "serve", False):  # the server needs no client configuration
+        try:
+            return _cmd_serve(args)
+        except KeyboardInterrupt:
+            return 130
     overrides: dict[str, Any] = {}
     if args.endpoint:
         overrides["endpoint"] = args.endpoint
