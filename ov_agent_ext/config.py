@@ -126,6 +126,13 @@ class OVConfig(BaseModel):
     recall_min_query_length: int = Field(
         3, ge=0, description="Prompts shorter than this (characters) skip recall."
     )
+    recall_timeout: float = Field(
+        3.0,
+        gt=0,
+        le=60,
+        description="Deadline (s) for the whole recall of one prompt; on expiry the prompt "
+        "goes on without memories. Keep it below the host's hook limit.",
+    )
     profile_budget: int = Field(10000, ge=0, description="Token budget of the profile block.")
     resume_context_budget: int = Field(
         2000, ge=0, description="Token budget of the archive overview on resume/compact."
@@ -203,6 +210,7 @@ class OVConfig(BaseModel):
         "recall_limit",
         "recall_score_threshold",
         "recall_min_query_length",
+        "recall_timeout",
         "profile_budget",
         "resume_context_budget",
         "index_budget",

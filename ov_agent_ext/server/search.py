@@ -49,7 +49,7 @@ STOPWORDS = frozenset(
     the their theirs them themselves then there these they this those through to too under
     until up very was we were what when where which while who whom whose why will with would
     you your yours yourself yourselves every
-    """.split()  # noqa: SIM905 (a word list reads better as text)
+    """.split()
 )
 
 _RUN = re.compile(r"[^\W_]+")
