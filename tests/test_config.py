@@ -77,6 +77,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "readTimeout": 10,
     "writeTimeout": 30,
     "connectTimeout": 3,
+    "recallTimeout": 3,
     "tokenizer": "auto",
 }
 
