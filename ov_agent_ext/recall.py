@@ -145,10 +145,14 @@ def _rank(hit: SearchHit, profile: QueryProfile) -> float:
         rank += EVENT_BOOST
     if profile.wants_preference and hit.category == "preferences":
         rank += PREFERENCE_BOOST
-    if profile.tokens:
-        found = set(content_tokens(f"{hit.abstract} {_uri_words(hit.uri)}"))
-        overlap = sum(1 for t in profile.tokens if t in found)
-        rank += LEXICAL_BOOST * min(1.0, overlap / min(len(profile.tokens), 4))
+    # The spec's lexical boost, counted on evidence words: a generic word such as "use" or
+    # "prefer" is shared by half the store and would reorder it for nothing.
+    words = profile.evidence or frozenset(profile.tokens)
+    if words:
+        text = f"{hit.abstract} {_uri_words(hit.uri)}"
+        found = evidence_tokens(text) if profile.evidence else set(content_tokens(text))
+        overlap = len(words & found)
+        rank += LEXICAL_BOOST * min(1.0, overlap / min(len(words), 4))
     return rank
 
 
