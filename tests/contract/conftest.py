@@ -119,6 +119,7 @@ class _Loopback:
 
     def __init__(self, data_dir: Path, root_key: str | None):
         import uvicorn
+
         from ov_agent_ext.server import create_app
 
         app = create_app(data_dir, root_api_key=root_key)
