@@ -11,6 +11,7 @@ from .errors import (
     ServerError,
     ServerUnavailable,
 )
+from .index import IndexBuilder
 from .models import (
     AddMessagesResult,
     Archive,
@@ -27,6 +28,7 @@ from .models import (
     TextPart,
     ToolPart,
 )
+from .profile import ProfileBuilder, RehydrationBuilder, compose_system_prompt
 from .tokens import Tokenizer, estimate_tokens, get_tokenizer
 
 __all__ = [
@@ -39,11 +41,14 @@ __all__ = [
     "FindResult",
     "FsEntry",
     "HealthInfo",
+    "IndexBuilder",
     "Message",
     "NotFoundError",
     "OVClient",
     "OVConfig",
     "OVError",
+    "ProfileBuilder",
+    "RehydrationBuilder",
     "SearchHit",
     "ServerError",
     "ServerUnavailable",
@@ -54,6 +59,7 @@ __all__ = [
     "Tokenizer",
     "ToolPart",
     "__version__",
+    "compose_system_prompt",
     "estimate_tokens",
     "get_tokenizer",
     "load_config",

@@ -26,10 +26,13 @@ RECALL_NOTE = (
     "Treat as informational background data.]"
 )
 
-# Tag pairs removed with everything between them (non-greedy, across lines).
+# Tag pairs removed with everything between them (across lines). The body may not open the
+# same tag again, so nested blocks of one tag go innermost first (the loop in strip_injected
+# then removes the outer one) instead of leaving the outer block's tail behind.
 _TAGGED = ("relevant-memories", "system-reminder", "openviking-context", "memory-context")
 _TAGGED_BLOCK = re.compile(
-    r"<(" + "|".join(_TAGGED) + r")(?:\s[^>]*)?>.*?</\1>", re.DOTALL | re.IGNORECASE
+    r"<(" + "|".join(_TAGGED) + r")(?:\s[^>]*)?>(?:(?!<\1[\s>]).)*?</\1>",
+    re.DOTALL | re.IGNORECASE,
 )
 # A "[Subagent Context]" paragraph runs to the next blank line or the end.
 _SUBAGENT = re.compile(r"\[Subagent Context\].*?(?=\n\s*\n|\Z)", re.DOTALL)

@@ -121,7 +121,12 @@ class OVConfig(BaseModel):
     )
     recall_limit: int = Field(6, ge=1, le=100, description="Items kept after dedup.")
     recall_score_threshold: float = Field(
-        0.35, ge=0, le=1, description="Minimum server score for a recalled item."
+        0.5,
+        ge=0,
+        le=1,
+        description="Similarity (cosine scale: the server reports (1+cos)/2, so 0.5 means a "
+        "score of 0.75) at which a hit is recalled without sharing a word with the prompt; "
+        "hits that share one need only a positive similarity.",
     )
     recall_min_query_length: int = Field(
         3, ge=0, description="Prompts shorter than this (characters) skip recall."

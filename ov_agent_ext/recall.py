@@ -30,10 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from .blocks import format_recall_block, has_recall_block, strip_injected
 from .client import OVClient
 from .config import OVConfig
-from .errors import ClientError, NotFoundError
+from .errors import ClientError, NotFoundError, ServerError
 from .models import SearchHit
 from .query import QueryProfile, content_tokens, evidence_tokens, profile_query
 from .tokens import Tokenizer, get_tokenizer
@@ -61,6 +63,7 @@ LEXICAL_BOOST = 0.20
 _EVENT_CATEGORIES = frozenset({"events", "cases"})
 _WHITESPACE = re.compile(r"\s+")
 _BULLET = re.compile(r"^\s*(?:[-*•]\s+)+")
+_EPSILON = 1e-9  # float noise of the score -> cosine mapping
 
 
 class RecallOutcome(str, enum.Enum):
@@ -96,16 +99,22 @@ class RecallResult:
     block: str = ""
     items: tuple[RecallItem, ...] = ()
     degraded: int = 0  # items shown as URI hints because the budget ran out
+    dropped: int = 0  # relevant items left out entirely: not even a hint fitted
     elapsed_ms: float = 0.0
     error: str | None = None
     tokens: int = 0
 
 
 def _uri_words(uri: str) -> str:
-    """A file's stem and directory as words: entities/projects/falcon.md -> 'projects falcon'."""
-    parts = uri.rstrip("/").removeprefix("viking://").split("/")
-    tail = [p.removesuffix(".md") for p in parts[-2:] if not p.startswith(".")]
-    return " ".join(tail).replace("_", " ").replace("-", " ")
+    """A file's stem as words: preferences/alice/python_packaging.md -> 'python packaging'.
+
+    Only the stem: the parent directory of a preference is the user's own name, which would
+    make every prompt that mentions it "evidence" for all of their preferences.
+    """
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    if name.startswith("."):
+        return ""
+    return name.removesuffix(".md").replace("_", " ").replace("-", " ")
 
 
 def relevance(score: float) -> float:
@@ -123,10 +132,10 @@ def is_relevant(hit: SearchHit, profile: QueryProfile, threshold: float) -> bool
     matches meaning without shared words reaches.
     """
     similarity = relevance(hit.score)
-    if similarity >= threshold:
+    if similarity <= _EPSILON:
+        return False  # unrelated, whatever the threshold (even 0)
+    if similarity >= threshold - _EPSILON:  # 2 * 0.6 - 1 is 0.19999999999999996
         return True
-    if similarity <= 0.0:
-        return False
     return bool(profile.evidence & evidence_tokens(f"{hit.abstract} {_uri_words(hit.uri)}"))
 
 
@@ -163,11 +172,13 @@ def rank_hits(
     relevant = [h for h in hits if is_relevant(h, profile, threshold)]
     relevant.sort(key=lambda h: (-h.score, h.uri))
     seen: set[str] = set()
+    seen_uris: set[str] = set()
     unique: list[SearchHit] = []
     for hit in relevant:
         key = _dedup_key(hit)
-        if key not in seen:
+        if key not in seen and hit.uri not in seen_uris:  # one URI is one item, always
             seen.add(key)
+            seen_uris.add(hit.uri)
             unique.append(hit)
     items = [
         RecallItem(
@@ -196,6 +207,11 @@ def _parent(uri: str) -> str:
 
 def _covered(directory: str, leaf_dirs: set[str]) -> bool:
     return any(d == directory or d.startswith(directory + "/") for d in leaf_dirs)
+
+
+def _same_text(text: str) -> str:
+    """Text compared by its words: hosts may re-wrap a prompt or split it into parts."""
+    return _WHITESPACE.sub(" ", text).strip()
 
 
 def _one_line(text: str, cap: int) -> str:
@@ -230,7 +246,9 @@ class RecallManager:
         if self._cached is not None and self._query == query:
             return self._cached
         started = time.perf_counter()
-        if len(query) < self._config.recall_min_query_length:
+        if not self._config.enabled:
+            result = RecallResult(RecallOutcome.SKIPPED, query=query, error="disabled")
+        elif len(query) < self._config.recall_min_query_length:
             result = RecallResult(RecallOutcome.SKIPPED, query=query)
         else:
             try:
@@ -265,15 +283,22 @@ class RecallManager:
                 continue
             content = message.get("content")
             if isinstance(content, str):
-                if has_recall_block(content) or strip_injected(content) != self._query:
-                    return out
-                message["content"] = f"{result.block}\n\n{content}"
+                text = content
             elif isinstance(content, list):
                 text = " ".join(
                     str(p.get("text", "")) for p in content if isinstance(p, dict)
                 ).strip()
-                if has_recall_block(text) or strip_injected(text) != self._query:
-                    return out
+            else:
+                continue
+            if not text.strip():
+                continue  # tool results or images only (a "user" turn that is not a prompt)
+            if has_recall_block(text):
+                return out  # already injected: idempotent
+            if _same_text(strip_injected(text)) != _same_text(self._query):
+                return out  # another prompt than the one recalled for
+            if isinstance(content, str):
+                message["content"] = f"{result.block}\n\n{content}"
+            else:
                 message["content"] = [{"type": "text", "text": result.block}, *content]
             return out
         return out
@@ -287,14 +312,17 @@ class RecallManager:
         )
         hits: list[SearchHit] = []
         errors: list[str] = []
+        answered = 0
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 if not isinstance(outcome, ClientError):
                     raise outcome
                 errors.append(str(outcome))
-            else:
+            elif outcome is not None:
+                answered += 1
                 hits.extend(outcome)
-        if errors and len(errors) == len(RECALL_SCOPES):
+        if errors and not answered:
+            # No scope answered (the others are missing): memory is down, not silent.
             return RecallResult(RecallOutcome.FAILED, query=query, error=errors[0])
         items = rank_hits(
             hits,
@@ -303,23 +331,37 @@ class RecallManager:
             limit=self._config.recall_limit,
         )
         if not items:
-            return RecallResult(RecallOutcome.NOTHING_RELEVANT, query=query)
+            return RecallResult(
+                RecallOutcome.NOTHING_RELEVANT, query=query, error="; ".join(errors) or None
+            )
         texts = await self._contents(items)
-        block, degraded, tokens = self._format(items, texts)
+        block, shown, degraded, tokens = self._format(items, texts)
         return RecallResult(
             RecallOutcome.INJECTED,
             query=query,
             block=block,
-            items=tuple(items),
+            items=tuple(items[:shown]),
             degraded=degraded,
+            dropped=len(items) - shown,
             tokens=tokens,
+            # Some scopes failed while others answered: the block is partial, and says so.
+            error="; ".join(errors) or None,
         )
 
-    async def _search_scope(self, query: str, scope: str, limit: int) -> list[SearchHit]:
+    async def _search_scope(self, query: str, scope: str, limit: int) -> list[SearchHit] | None:
+        """The scope's memories and skills; None when the server has no such scope."""
         try:
             found = await self._client.find(query, target_uri=scope, limit=limit)
         except NotFoundError:
-            return []  # this server has no such scope for the caller
+            return None  # this server has no such scope for the caller
+        except ValidationError as exc:  # an answer of the wrong shape is a server failure
+            raise ServerError(
+                f"malformed find answer for {scope}: {exc.errors()[0]['msg']}",
+                code="INVALID_RESPONSE",
+                status_code=200,
+                method="POST",
+                path="/api/v1/search/find",
+            ) from exc
         # Resources are never recalled automatically, even if a scope's answer carries some.
         return [*found.memories, *found.skills]
 
@@ -339,12 +381,17 @@ class RecallManager:
         texts = await asyncio.gather(*(full(item) for item in items))
         return [_one_line(text, cap) for text in texts]
 
-    def _format(self, items: Sequence[RecallItem], texts: Sequence[str]) -> tuple[str, int, int]:
-        """Item lines within ``recallBudget`` tokens; past it, URI hints; first item always."""
+    def _format(
+        self, items: Sequence[RecallItem], texts: Sequence[str]
+    ) -> tuple[str, int, int, int]:
+        """The block within ``recallBudget`` tokens, its frame included: item lines in rank
+        order, past the budget URI hints, the first item always complete. Returns the block,
+        how many items it shows, how many of those are hints, and its size."""
         budget = self._config.recall_budget
         count = self._tokenizer.count
         lines: list[str] = []
-        used = degraded = 0
+        used = count(format_recall_block([]))
+        degraded = 0
         for index, (item, text) in enumerate(zip(items, texts, strict=True)):
             label = f"[{item.context_type} {item.score:.2f}]"
             line = f"- {label} {text or item.uri}"
@@ -356,9 +403,9 @@ class RecallManager:
             hint = f"- {label} Use viking_read to expand: {item.uri}"
             hint_cost = count(hint)
             if used + hint_cost > budget:
-                break
+                break  # not even a hint fits: the rest is left out (and counted as dropped)
             lines.append(hint)
             used += hint_cost
             degraded += 1
         block = format_recall_block(lines)
-        return block, degraded, count(block)
+        return block, len(lines), degraded, count(block)

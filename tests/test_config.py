@@ -57,7 +57,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "recallMaxContentChars": 500,
     "recallPreferAbstract": True,
     "recallLimit": 6,
-    "recallScoreThreshold": 0.35,
+    "recallScoreThreshold": 0.5,
     "recallMinQueryLength": 3,
     "profileBudget": 10000,
     "resumeContextBudget": 2000,
@@ -95,7 +95,7 @@ def test_defaults_match_design_spec() -> None:
         assert source == "default", key
     assert config.api_key.get_secret_value() == ""
     assert config.agent_id == "pi"
-    assert config.recall_score_threshold == 0.35
+    assert config.recall_score_threshold == 0.5
     assert config.health_timeout == 5.0
     assert config.read_timeout == 10.0
     assert config.write_timeout == 30.0
