@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import httpx
 
 from ._version import __version__
+from .breaker import CircuitBreaker
 from .config import OVConfig
 from .errors import ClientError, NotFoundError, ServerError, ServerUnavailable
 from .models import (
@@ -151,7 +152,13 @@ class OVClient:
     ``httpx.ASGITransport(app)`` for an in-process server.
     """
 
-    def __init__(self, config: OVConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        config: OVConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        breaker: CircuitBreaker | None = None,
+    ):
         self.config = config
         self.endpoint = _redact_url(config.endpoint)
         headers = {"User-Agent": f"ov-agent-ext/{__version__}", "Accept": "application/json"}
@@ -185,6 +192,10 @@ class OVClient:
             trust_env=False,  # a proxy from the environment must not see the API key
         )
         self.spaces = SpaceResolver(self)
+        # One breaker per client: once the server is found unavailable, calls fail at once and
+        # a background health check (never a user's request) decides when to resume.
+        self.breaker = breaker or CircuitBreaker()
+        self.breaker.set_probe(self._probe_health)
 
     async def __aenter__(self) -> OVClient:
         return self
@@ -207,8 +218,19 @@ class OVClient:
         json: Any = None,
         files: dict[str, Any] | None = None,
         timeout: float | None = None,
+        probe: bool = False,
     ) -> Any:
-        """Send one request; return the envelope's ``result`` (or the bare body)."""
+        """Send one request; return the envelope's ``result`` (or the bare body).
+
+        ``probe`` marks the breaker's own health check, which must reach the server.
+        """
+        if not probe and not self.breaker.allow():
+            raise ServerUnavailable(
+                f"OpenViking server at {self.endpoint} is unavailable "
+                f"({self.breaker.last_error or 'circuit open'}); checking again in the background",
+                endpoint=self.endpoint,
+                circuit_open=True,
+            )
         deadline = timeout if timeout is not None else self._timeouts[kind]
         per_phase = httpx.Timeout(deadline, connect=min(self.config.connect_timeout, deadline))
         if params:
@@ -222,19 +244,24 @@ class OVClient:
                 timeout=deadline,
             )
         except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
-            raise ServerUnavailable(
+            message = (
                 f"OpenViking server at {self.endpoint} did not answer {method} {path} "
-                f"within {deadline:g}s",
-                endpoint=self.endpoint,
-                timed_out=True,
-            ) from exc
+                f"within {deadline:g}s"
+            )
+            if not probe:  # the probe's outcome is the breaker's own to record
+                self.breaker.record_failure(f"no answer within {deadline:g}s")
+            raise ServerUnavailable(message, endpoint=self.endpoint, timed_out=True) from exc
         except httpx.RequestError as exc:  # transport failures, undecodable bodies
             detail = str(exc).strip()
             reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+            if not probe:
+                self.breaker.record_failure(reason)
             raise ServerUnavailable(
                 f"OpenViking server at {self.endpoint} is not reachable ({reason})",
                 endpoint=self.endpoint,
             ) from exc
+        if not probe:
+            self.breaker.record_success()  # it answered, whatever it said
         elapsed_ms = (time.perf_counter() - started) * 1000
         request_id = response.headers.get("x-request-id")
         logger.debug(
@@ -298,6 +325,14 @@ class OVClient:
                 "server reports unhealthy", code="UNAVAILABLE", status_code=503, path="/health"
             )
         return info
+
+    async def _probe_health(self) -> bool:
+        """The breaker's background check: does the server answer /health, healthy?"""
+        try:
+            body = await self._request("GET", "/health", kind="health", probe=True)
+        except ClientError:
+            return False
+        return isinstance(body, dict) and bool(body.get("healthy", True))
 
     async def system_status(self) -> dict[str, Any]:
         """``GET /api/v1/system/status``: ``{initialized, user, ...}``."""

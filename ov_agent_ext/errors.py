@@ -58,10 +58,13 @@ class ServerUnavailable(ClientError):
     so retries of non-idempotent writes must reconcile before resending.
     """
 
-    def __init__(self, message: str, *, endpoint: str, timed_out: bool = False):
+    def __init__(
+        self, message: str, *, endpoint: str, timed_out: bool = False, circuit_open: bool = False
+    ):
         super().__init__(message)
         self.endpoint = endpoint
         self.timed_out = timed_out
+        self.circuit_open = circuit_open  # failed fast: no request was sent
 
     @property
     def retryable(self) -> bool:
