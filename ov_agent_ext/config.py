@@ -174,6 +174,10 @@ class OVConfig(BaseModel):
         default=(),
         description="gitignore-style globs on the working directory or session id to skip.",
     )
+    incognito: bool = Field(
+        False,
+        description="Capture and commit nothing (recall still works); also per session.",
+    )
     log_level: Literal["silent", "error", "warning", "info", "debug"] = Field(
         "error", description="Logging level of the 'ov_agent_ext' logger."
     )

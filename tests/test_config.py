@@ -78,6 +78,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "writeTimeout": 30,
     "connectTimeout": 3,
     "recallTimeout": 3,
+    "incognito": False,
     "tokenizer": "auto",
 }
 
