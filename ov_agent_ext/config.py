@@ -159,8 +159,19 @@ class OVConfig(BaseModel):
         20000, ge=0, description="Commit after this many pending tokens; 0 = session end only."
     )
     commit_on_shutdown: bool = Field(True, description="Commit when the session shuts down.")
+    commit_timeout: float = Field(
+        20.0,
+        gt=0,
+        le=600,
+        description="Deadline (s) for a commit that waits for extraction (pre-compact, "
+        "shutdown, manual); past it the commit is queued and runs later.",
+    )
     mirror_memory_writes: bool = Field(
         True, description="Send the local MEMORY.md as a session message before shutdown commit."
+    )
+    memory_file: str = Field(
+        ".memory/MEMORY.md",
+        description="The local MEMORY.md mirrored at shutdown (relative to the working dir).",
     )
     write_queue_flush_interval: int = Field(
         5000, ge=10, le=3_600_000, description="Write queue flush interval (ms)."
@@ -220,6 +231,7 @@ class OVConfig(BaseModel):
         "recall_score_threshold",
         "recall_min_query_length",
         "recall_timeout",
+        "commit_timeout",
         "profile_budget",
         "resume_context_budget",
         "index_budget",

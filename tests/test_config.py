@@ -79,6 +79,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "connectTimeout": 3,
     "recallTimeout": 3,
     "incognito": False,
+    "commitTimeout": 20,
+    "memoryFile": ".memory/MEMORY.md",
     "tokenizer": "auto",
 }
 
