@@ -1,6 +1,15 @@
 """ov-agent-ext: long-term memory for Python coding agents through an OpenViking server."""
 
 from ._version import __version__
+from .capture import (
+    CaptureDecision,
+    CapturedTurn,
+    ToolCall,
+    Turn,
+    build_messages,
+    should_capture,
+    turn_from_messages,
+)
 from .client import OVClient
 from .config import OVConfig, load_config, save_config
 from .errors import (
@@ -11,6 +20,7 @@ from .errors import (
     ServerError,
     ServerUnavailable,
 )
+from .extension import OpenVikingExtension, Status
 from .index import IndexBuilder
 from .models import (
     AddMessagesResult,
@@ -34,6 +44,8 @@ from .tokens import Tokenizer, estimate_tokens, get_tokenizer
 __all__ = [
     "AddMessagesResult",
     "Archive",
+    "CaptureDecision",
+    "CapturedTurn",
     "ClientError",
     "CommitResult",
     "ConfigError",
@@ -47,6 +59,7 @@ __all__ = [
     "OVClient",
     "OVConfig",
     "OVError",
+    "OpenVikingExtension",
     "ProfileBuilder",
     "RehydrationBuilder",
     "SearchHit",
@@ -54,14 +67,20 @@ __all__ = [
     "ServerUnavailable",
     "SessionContext",
     "SessionInfo",
+    "Status",
     "TaskInfo",
     "TextPart",
     "Tokenizer",
+    "ToolCall",
     "ToolPart",
+    "Turn",
     "__version__",
+    "build_messages",
     "compose_system_prompt",
     "estimate_tokens",
     "get_tokenizer",
     "load_config",
     "save_config",
+    "should_capture",
+    "turn_from_messages",
 ]

@@ -1,7 +1,11 @@
 """The ``ov-agent-ext`` command line: a thin layer over the library.
 
+    ov-agent-ext demo                          two sessions against the embedded server
     ov-agent-ext config [--json | --example]   the resolved config, each value with its source
-    ov-agent-ext status [--json]               is the server reachable, how fast, as whom
+    ov-agent-ext status [--json]               server, identity, outbox, breaker
+    ov-agent-ext search QUERY [--scope URI]    search the memory store
+    ov-agent-ext commit SESSION [--no-wait]    flush queued writes and commit a session
+    ov-agent-ext tools [--format F]            the seven tool schemas (openai|anthropic|mcp)
     ov-agent-ext version
     ov-agent-ext serve --data-dir DIR [--host 127.0.0.1] [--port 1933] [--api-key ROOT_KEY]
                                                run the reference OpenViking server
@@ -26,6 +30,9 @@ from ._version import __version__
 from .client import OVClient
 from .config import OVConfig, load_config
 from .errors import ClientError, ConfigError
+from .outbox import Outbox
+from .sync import SyncManager, identity_of
+from .tools import ToolBox
 
 __all__ = ["example_config", "main"]
 
@@ -59,8 +66,26 @@ def _cmd_config(config: OVConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _outbox_report(config: OVConfig) -> dict[str, Any]:
+    path = config.state_dir / "outbox.sqlite3"
+    if not path.exists():
+        return {"path": str(path), "pending": 0, "set_aside": [], "sessions_waiting": 0}
+    outbox = Outbox(path)
+    try:
+        stats = outbox.stats(identity_of(config))
+    finally:
+        outbox.close()
+    return {
+        "path": str(path),
+        "pending": stats.pending,
+        "sessions_waiting": stats.sessions_waiting,
+        "set_aside": [f"#{e.id} {e.session_id}: {e.last_error}" for e in stats.set_aside],
+    }
+
+
 async def _status(config: OVConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"endpoint": None, "reachable": False}
+    report["outbox"] = _outbox_report(config)
     async with OVClient(config) as client:
         report["endpoint"] = client.endpoint
         started = time.perf_counter()
@@ -98,7 +123,85 @@ def _cmd_status(config: OVConfig, args: argparse.Namespace) -> int:
     else:
         print(f"OpenViking at {report['endpoint']}: NOT reachable", file=sys.stderr)
         print(f"  {report.get('error', '')}", file=sys.stderr)
+    if not args.json:
+        outbox = report["outbox"]
+        print(
+            f"  outbox     {outbox['pending']} pending in {outbox['sessions_waiting']} "
+            f"session(s), {len(outbox['set_aside'])} set aside ({outbox['path']})"
+        )
+        for line in outbox["set_aside"]:
+            print(f"    set aside {line}")
     return EXIT_OK if report["reachable"] and "error" not in report else EXIT_SERVER
+
+
+def _cmd_demo(config: OVConfig, args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    try:
+        result = asyncio.run(run_demo(args.endpoint))
+    except ImportError:
+        print(
+            "ov-agent-ext demo: the embedded server needs extra packages: install "
+            "ov-agent-ext[server], or pass --endpoint URL",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK if result.ok else EXIT_SERVER
+
+
+async def _search(config: OVConfig, args: argparse.Namespace) -> int:
+    async with OVClient(config) as client:
+        try:
+            found = await client.find(args.query, target_uri=args.scope, limit=args.limit)
+        except ClientError as exc:
+            print(f"ov-agent-ext search: {exc}", file=sys.stderr)
+            return EXIT_SERVER
+    hits = found.all_hits()
+    if args.json:
+        _print_json([h.model_dump() for h in hits])
+        return EXIT_OK
+    if not hits:
+        print(f"No results for {args.query!r}.")
+    for hit in hits:
+        print(f"{hit.score:.2f}  {hit.uri}")
+        print(f"      {' '.join(hit.abstract.split())[:160]}")
+    return EXIT_OK
+
+
+def _cmd_search(config: OVConfig, args: argparse.Namespace) -> int:
+    return asyncio.run(_search(config, args))
+
+
+async def _commit(config: OVConfig, args: argparse.Namespace) -> int:
+    async with OVClient(config) as client:
+        outbox = Outbox(config.state_dir / "outbox.sqlite3")
+        sync = SyncManager(client, config, outbox)
+        try:
+            print(f"Flushing queued writes for {args.session} and committing...", flush=True)
+            report = await sync.commit_now(
+                args.session, wait=not args.no_wait, timeout=config.commit_timeout
+            )
+        finally:
+            outbox.close()
+    if report.status == "committed":
+        extracted = f", {report.memories_extracted} memories extracted" if not args.no_wait else ""
+        print(f"Committed {args.session}{extracted}.")
+        return EXIT_OK
+    if report.status == "skipped":
+        reason = report.result.reason if report.result else ""
+        print(f"Nothing to commit in {args.session} ({reason}).")
+        return EXIT_OK
+    print(f"Commit {report.status}: {report.error}", file=sys.stderr)
+    return EXIT_SERVER
+
+
+def _cmd_commit(config: OVConfig, args: argparse.Namespace) -> int:
+    return asyncio.run(_commit(config, args))
+
+
+def _cmd_tools(config: OVConfig, args: argparse.Namespace) -> int:
+    _print_json(ToolBox.schemas(args.format))
+    return EXIT_OK
 
 
 def _is_loopback(host: str) -> bool:
@@ -163,6 +266,29 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="check the server: reachability, latency, identity")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=_cmd_status)
+
+    demo = commands.add_parser(
+        "demo", help="run two sessions against the embedded reference server (or --endpoint)"
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    search = commands.add_parser("search", help="search the memory store")
+    search.add_argument("query")
+    search.add_argument(
+        "--scope", default="viking://user/memories", help="viking:// URI prefix (your memories)"
+    )
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+    search.set_defaults(handler=_cmd_search)
+
+    commit = commands.add_parser("commit", help="flush queued writes and commit a session")
+    commit.add_argument("session", help="the OpenViking session id (e.g. pi-<host session id>)")
+    commit.add_argument("--no-wait", action="store_true", help="do not wait for extraction")
+    commit.set_defaults(handler=_cmd_commit)
+
+    tools = commands.add_parser("tools", help="print the viking_* tool schemas")
+    tools.add_argument("--format", default="openai", choices=["openai", "anthropic", "mcp"])
+    tools.set_defaults(handler=_cmd_tools)
 
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(handler=lambda _config, _args: print(__version__) or EXIT_OK)
