@@ -74,6 +74,7 @@ TOOL_INPUT_CAP = 2000
 """Characters kept of each string inside a tool's input (a write tool's whole file is not a
 memory; its path and the start of its content are)."""
 _TRUNCATED = "…[truncated]"
+_REDACT_BEFORE_FILTER = 4  # user texts up to this many times captureMaxLength are redacted first
 
 
 # --- the unit of capture ------------------------------------------------------------------------
@@ -299,8 +300,11 @@ def build_messages(turn: Turn, config: OVConfig) -> CapturedTurn:
     'Renamed.\\n\\n[assistant used tools: edit]'
     """
     # The filter judges the text that would be sent: stripped, then redacted (so a redaction
-    # can never turn a captured text into one the filter would skip, or back).
-    user_content = redact(clean_text(turn.user))
+    # can never turn a captured text into one the filter would skip, or back). A text far over
+    # the length bound is rejected before paying for its redaction (a pasted 1 MB log).
+    user_content = clean_text(turn.user)
+    if len(user_content) <= _REDACT_BEFORE_FILTER * config.capture_max_length:
+        user_content = redact(user_content)
     decision = should_capture(user_content, config.capture_mode, config.capture_max_length)
     if not decision.capture:
         return CapturedTurn([], 0, decision)

@@ -8,37 +8,47 @@ around them, so the memory stays useful: ``OPENAI_API_KEY=[REDACTED]``,
 
 What counts as a secret (each rule is one precompiled pattern; it runs on every turn):
 
-- *Known token shapes*, anywhere: OpenAI (``sk-``, ``sk-proj-``), Anthropic (``sk-ant-``),
-  GitHub (``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``, ``github_pat_``), GitLab (``glpat-``),
-  AWS access key ids (``AKIA``/``ASIA``), Slack (``xox[abprs]-``, webhook URLs), Google
-  (``AIza``), Stripe secret and restricted keys (``sk_live_``/``rk_live_``, ``_test_`` too),
-  Hugging Face (``hf_``), npm (``npm_``), JWTs (``eyJ...``).
-- *Private key blocks* (``-----BEGIN ... PRIVATE KEY-----`` to its END line, or to the end of
-  the base64 when a capped output cut the END off): the body goes, the armour lines stay.
+- *Known token shapes*, anywhere: OpenAI (``sk-``, ``sk-proj-``; must contain a digit),
+  Anthropic (``sk-ant-``), GitHub (``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``,
+  ``github_pat_``), GitLab (``glpat-``), AWS access key ids (``AKIA``/``ASIA``), Slack
+  (``xox[abprs]-``, webhook URLs), Google (``AIza``), Stripe secret and restricted keys
+  (``sk_live_``/``rk_live_``, ``_test_`` too), Hugging Face (``hf_``), npm (``npm_``), JWTs.
+- *Private key blocks* (``-----BEGIN ... PRIVATE KEY-----`` to its END line, or over the
+  base64 lines when a capped output cut the END off): the body goes, the armour lines stay.
 - *Credentials in URLs*: ``scheme://user:PASSWORD@host`` keeps the user and host.
-- *Authorization headers and bearer tokens*: ``Authorization: <scheme> X``, ``Bearer X``.
-- *Assignments whose key names a secret*: ``.env`` lines, YAML, JSON, INI, shell, Python
-  keyword arguments, URL query parameters (``API_KEY=...``, ``DB_PASSWORD: ...``,
-  ``export GITHUB_TOKEN=...``, ``"secret": "..."``, ``?access_token=...``). A key names a
-  secret when one of its words (split on ``_ - .`` and camelCase) is password, passwd, pwd,
-  pass, passphrase, passcode, secret, token, apikey, credential(s) or authorization, or it
-  pairs "key" with api/access/private/secret/signing/... ; a key that also names something
-  that is not the secret itself (``_url``, ``_file``, ``_path``, ``_type``, ``_count``,
-  ``max_``, ...) does not. A bare ``..._KEY`` counts only when its value looks random.
-- *Command lines*: ``--password X`` style flags, ``curl -u user:PASS``, ``mysql -pPASS``,
-  SQL ``PASSWORD 'x'`` / ``IDENTIFIED BY 'x'``, netrc ``login u password X``, and prose that
-  quotes one (``the password is "hunter2"``).
+- *Authorization headers and bearer tokens*: ``Authorization: <scheme> X``, ``Bearer X``
+  (a token with a digit).
+- *Assignments whose key names a secret*: ``.env`` lines, YAML, JSON (escaped too), INI,
+  shell, Python keyword arguments, URL query parameters, ``--flag value`` (``API_KEY=...``,
+  ``DB_PASSWORD: ...``, ``export GITHUB_TOKEN=...``, ``"secret": "..."``,
+  ``?access_token=...``). A key names a secret (:func:`names_secret`) when one of its words
+  (split on ``_ - .`` and camelCase) is password, passwd, pwd, passphrase, passcode, secret,
+  token, apikey or credential(s), or "pass" as the last of several words (``DB_PASS``), or
+  "key" after api/access/private/secret/signing/client/...; not when another word names
+  something about the secret rather than the secret (``_url``, ``_file``, ``_path``,
+  ``_name``, ``_type``, ``_id``, ``_count``, ``_threshold``, ``max_``, ...). A bare
+  ``X_KEY`` counts only when its value looks generated (16+ characters, letters and digits).
+- *Command lines and prose*: ``curl -u user:PASS``, ``mysql -pPASS``, SQL ``PASSWORD 'x'`` /
+  ``IDENTIFIED BY 'x'``, netrc ``login u password X``, ``the password is "hunter2"``.
 
-Deliberately left alone (``tests/fixtures/secrets/near_misses.txt``): prose that mentions a
-secret without a value ("the password reset flow"); code that computes or references one
-(``password = getpass()``, ``token = os.environ["GITHUB_TOKEN"]``, ``api_key: str | None``,
-``password=password``); placeholders (``${API_KEY}``, ``$TOKEN``, ``<your-key>``, ``***``,
-``[REDACTED]`` itself, so redaction is idempotent); paths (``SSH_KEY=~/.ssh/id_ed25519``);
-numbers of fewer than four digits; and high-entropy strings with no secret shape or key:
-git SHAs, UUIDs, content hashes, base64 data (``data:image/png;base64,...``), Stripe
-publishable keys (``pk_live_``, public by design). There is no entropy detection: it cannot
-tell a SHA or an image from a key, and a memory full of ``[REDACTED]`` hashes is useless.
-A bare secret with no known shape and no key (a password typed alone) is not recognisable.
+Deliberately left alone (``tests/fixtures/secrets/near_misses.txt``):
+
+- prose that mentions a secret without a value ("the password reset flow");
+- code that computes, passes or types one (``password = getpass()``,
+  ``token = os.environ["GITHUB_TOKEN"]``, ``api_key=api_key``, ``self.token``,
+  ``api_key: str | None``, ``backend: Backend``, ``{"apiKey": bad_key}``);
+- names of variables that hold one (``--api-key ROOT_KEY``, ``"api_key": "OPENVIKING_API_KEY"``);
+- placeholders and templates (``${API_KEY}``, ``$TOKEN``, ``$(cat key)``, ``<your-key>``,
+  ``{{ secrets.X }}``, ``f"Bearer {api_key}"``, ``***``, stand-in words such as "password"
+  or "changeme", and ``[REDACTED]`` itself, so redaction is idempotent);
+- values under four characters, numbers (unless the key names a password: a PIN), and
+  paths (``SSH_KEY=~/.ssh/id_ed25519``);
+- high-entropy text with neither a known shape nor a secret-naming key: git SHAs, UUIDs,
+  checksums, base64 data (``data:image/png;base64,...``), Stripe publishable keys
+  (``pk_live_``, public by design). There is no entropy detection: it cannot tell a SHA or
+  an image from a key, and memories full of ``[REDACTED]`` hashes are useless.
+
+Not recognisable: a bare secret with no shape and no key (a password typed alone).
 """
 
 from __future__ import annotations
@@ -113,6 +123,11 @@ _NOT_THE_SECRET = frozenset(
         "len",
         "size",
         "budget",
+        "threshold",
+        "interval",
+        "window",
+        "usage",
+        "estimate",
         "ttl",
         "timeout",
         "expiry",
@@ -173,7 +188,10 @@ def names_secret(key: str) -> bool:
     words = _key_words(key)
     if not words or any(w in _NOT_THE_SECRET for w in words):
         return False
-    if any(w in _SECRET_WORDS for w in words):
+    # "pass" is a common word ("1st pass: check", pass_rate, pass_through): it names a secret
+    # only as the last word after another one (DB_PASS, smtpPass).
+    last = len(words) - 1
+    if any(w in _SECRET_WORDS and (w != "pass" or 0 < i == last) for i, w in enumerate(words)):
         return True
     return any(
         w == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS for i, w in enumerate(words)
@@ -243,8 +261,35 @@ _CODE_WORDS = frozenset(
         "an",
     }
 )
+_STAND_INS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pass",
+        "secret",
+        "token",
+        "key",
+        "apikey",
+        "api_key",
+        "api-key",
+        "value",
+        "placeholder",
+        "example",
+        "redacted",
+        "hidden",
+        "masked",
+        "none",
+        "null",
+        "changeme",
+    }
+)
+_MIN_SECRET = 4  # nothing shorter is a credential ("f" of f"Bearer {key}", "x/y" in prose)
+# A template that a program fills in: f"Bearer {api_key}", "${DB_PASSWORD}", "{{ secret }}".
+_TEMPLATE = re.compile(r"\{[A-Za-z_][\w.\[\]'\"()]*\}|\$\{|\{\{|%\(\w+\)s|%s")
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "passcode"})
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PASCAL_CASE = re.compile(r"^(?:[A-Z][a-z]+)+$")
 _DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
-_SNAKE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PATHLIKE = re.compile(r"^(?:~/|\./|\.\./|[A-Za-z]:\\)|^/[\w./-]+$")
 
 
@@ -255,7 +300,15 @@ def _is_path(value: str) -> bool:
 
 
 def _is_placeholder(value: str) -> bool:
-    return not value.strip() or bool(_PLACEHOLDER.match(value.strip()))
+    """Not a value at all: empty, too short to be a credential, a template or a stand-in."""
+    value = value.strip()
+    return (
+        len(value) < _MIN_SECRET
+        or value.lower() in _STAND_INS
+        or value.startswith(REDACTED)
+        or not any(c.isalnum() for c in value)  # a mask: ****, ****/**/**, ---
+        or bool(_PLACEHOLDER.match(value) or _TEMPLATE.search(value))
+    )
 
 
 def _looks_random(value: str) -> bool:
@@ -268,6 +321,15 @@ def _looks_random(value: str) -> bool:
     )
 
 
+def _names_a_variable(value: str) -> bool:
+    """``API_KEY``, ``alice_key``, ``access_token``: the name of a variable that holds a secret
+    (an environment variable in docs and commands, a parameter in code), not the secret."""
+    if not _IDENTIFIER.match(value) or not ("_" in value or value.isupper()):
+        return False
+    lowered = value.lower()
+    return any(stem in lowered for stem in _STEMS)
+
+
 def _is_code_reference(value: str) -> bool:
     """An unquoted value that computes or names the secret instead of being it."""
     if any(c in value for c in "()[]{}"):  # getpass(), os.environ["X"], Optional[str]
@@ -276,19 +338,23 @@ def _is_code_reference(value: str) -> bool:
         return True
     if _DOTTED_NAME.match(value):  # self.password, config.api_key, process.env.TOKEN
         return True
-    # password=password, api_key=api_key, token=access_token: a variable that names a secret.
-    return bool(_SNAKE_NAME.match(value)) and names_secret(value)
+    return _names_a_variable(value)
 
 
-def _keep_value(value: str, *, quoted: bool, strict: bool) -> bool:
-    """Whether an assigned value is left as it is (not a secret)."""
-    if _is_placeholder(value) or value.startswith(REDACTED) or _is_path(value):
+def _keep_value(value: str, *, key: str, quoted: bool, strict: bool) -> bool:
+    """Whether a value assigned to a secret-named key is left as it is (not a secret).
+
+    ``strict``: a ``.env`` line, whose value is a literal string, never code.
+    """
+    if _is_placeholder(value) or _is_path(value):
         return True
-    if value.isdigit() and len(value) < 4:
-        return True
-    if quoted or strict:
+    if value.isdigit():  # a numeric setting, unless the key names a password (a PIN)
+        return not any(w in _PASSWORD_WORDS for w in _key_words(key))
+    if strict:
         return False
-    return _is_code_reference(value)
+    if _names_a_variable(value):  # "api_key": "OPENVIKING_API_KEY", --api-key ROOT_KEY
+        return True
+    return not quoted and _is_code_reference(value)
 
 
 # --- the patterns -------------------------------------------------------------------------------
@@ -341,32 +407,32 @@ _URL_PASSWORD = re.compile(
 _AUTHORIZATION = re.compile(
     rf"(?P<lead>{_start('[Aa]', 'A-Za-z0-9_')}(?i:uthorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?i:(?:bearer|basic|token|digest|apikey|api-key|bot)[ \t]+)?)"
-    r"(?P<value>[^\s\"',;]+)"
+    r"(?P<value>[^\s\"'`,;]+)"
 )
 _BEARER = re.compile(
     rf"(?P<lead>{_start('[Bb]', 'A-Za-z0-9_')}(?i:earer)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{{16,}})"
 )
 _CURL_USER = re.compile(
     rf"(?P<lead>{_start('-', 'A-Za-z0-9_-')}(?:u|-user)[ \t]+[\"']?[^\s:\"']+:)"
-    r"(?P<value>[^\s\"']+)"
+    r"(?P<value>[^\s\"'`]+)"
 )
 _MYSQL_P = re.compile(
     rf"(?P<lead>{_start('m', 'A-Za-z0-9_')}(?:ysql(?:dump|admin)?|ariadb)\b[^\n]*?\s-p)"
-    r"(?P<value>[^\s-]\S*)"
+    r"(?P<value>[^\s`-][^\s`]*)"
 )
 _SQL_PASSWORD = re.compile(
     rf"(?P<lead>(?:{_start('[Pp]', 'A-Za-z0-9_')}(?i:assword)|{_start('[Ii]', 'A-Za-z0-9_')}"
-    r"(?i:dentified[ \t]+by))[ \t]*(?:=[ \t]*)?')(?P<value>[^'\n]+)(?=')"
+    r"(?i:dentified[ \t]+by))(?:[ \t]+|[ \t]*=[ \t]*)')(?P<value>[^'\n]+)(?=')"
 )
 _NETRC = re.compile(
-    rf"(?P<lead>{_start('l', 'A-Za-z0-9_')}ogin[ \t]+\S+[ \t]+password[ \t]+)(?P<value>\S+)"
+    rf"(?P<lead>{_start('l', 'A-Za-z0-9_')}ogin[ \t]+\S+[ \t]+password[ \t]+)(?P<value>[^\s`]+)"
 )
 
 # The rules below name a secret by its key, so they run only on lines holding one of these.
 _STEMS = ("pass", "pwd", "secret", "token", "key", "credential", "auth")
 _FLAG = re.compile(
     rf"(?P<lead>{_start('-', 'A-Za-z0-9_-')}-?(?P<key>[A-Za-z][A-Za-z0-9-]{{0,40}})[ \t]+)"
-    r"(?P<value>\"[^\"\n]{0,1000}\"|'[^'\n]{0,1000}'|[^\s\"'-]\S{0,1000})"
+    r"(?P<value>\"[^\"\n]{0,1000}\"|'[^'\n]{0,1000}'|[^\s\"'`-][^\s\"'`]{0,1000})"
 )
 _SAID = re.compile(
     rf"(?P<lead>(?:{_start('[Pp]', 'A-Za-z0-9_')}(?i:ass(?:word|phrase|code))"
@@ -387,7 +453,8 @@ _ASSIGN = re.compile(
     r"|\"(?:[^\"\\\n]|\\.){0,1000}\"|'(?:[^'\\\n]|\\.){0,1000}'|`[^`\n]{0,1000}`"
     r"|[^\s\"'`&\\]{1,1000}))"
 )
-_TRAILING = ",;)}]>"
+_ARGV_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]{0,40}$")
+_TRAILING = ",;:.)}]>"
 _QUOTES = ('\\"', '"', "'", "`")
 _OPENERS = {")": "(", "]": "[", "}": "{", ">": "<"}
 
@@ -445,6 +512,13 @@ def _assign_keep(match: re.Match[str]) -> bool:
         return True
     if not names_secret(key) and not (_names_bare_key(key) and _looks_random(inner)):
         return True
+    if match.group("kq") and not quoted:
+        return True  # {"apiKey": bad_key}: a quoted key with a bare value is code (or JSON null)
+    if match.group("op") == ":":
+        if key.startswith("-"):
+            return True  # "without --api-key: dev mode" mentions a flag; flags take "=" or " "
+        if not quoted and _PASCAL_CASE.match(inner):
+            return True  # "backend: Backend", "api_key: SecretStr": a type annotation
     # A .env line (KEY=value at the line start, no spaces) holds a literal, never code.
     strict = (
         match.group("line") is not None
@@ -453,7 +527,7 @@ def _assign_keep(match: re.Match[str]) -> bool:
         and not match.group("sp2")
         and match.group("op") == "="
     )
-    return _keep_value(inner, quoted=quoted, strict=strict)
+    return _keep_value(inner, key=key, quoted=quoted, strict=strict)
 
 
 def _assign_pass(text: str) -> str:
@@ -472,13 +546,23 @@ def _assign_pass(text: str) -> str:
 
 def _flag_keep(match: re.Match[str]) -> bool:
     _, inner, _, quoted = _split_value(match.group("value"))
-    if not names_secret(match.group("key")):
+    key = match.group("key")
+    if not names_secret(key):
         return True
-    return _keep_value(inner, quoted=quoted, strict=False)
+    return _keep_value(inner, key=key, quoted=quoted, strict=False)
 
 
 def _placeholder_keep(match: re.Match[str]) -> bool:
     return _is_placeholder(match.group("value"))
+
+
+_AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "apikey", "api-key", "bot"})
+
+
+def _authorization_keep(match: re.Match[str]) -> bool:
+    # "`Authorization: Bearer` or `X-API-Key`" names the scheme, with no credential after it.
+    value = match.group("value")
+    return value.lower() in _AUTH_SCHEMES or _is_placeholder(value)
 
 
 def _bearer_keep(match: re.Match[str]) -> bool:
@@ -490,7 +574,7 @@ _GLOBAL_PASSES: tuple[tuple[tuple[str, ...], Callable[[str], str]], ...] = (
     (("private key",), lambda t: _PRIVATE_KEY.sub(_private_key_repl, t)),
     (("://",), _sub_value(_URL_PASSWORD, _placeholder_keep)),
     (_TOKEN_NEEDLES, lambda t: _TOKENS.sub(_token_repl, t)),
-    (("authorization",), _sub_value(_AUTHORIZATION, _placeholder_keep)),
+    (("authorization",), _sub_value(_AUTHORIZATION, _authorization_keep)),
     (("bearer",), _sub_value(_BEARER, _bearer_keep)),
     (("-u", "--user"), _sub_value(_CURL_USER, _placeholder_keep)),
     (("mysql", "mariadb"), _sub_value(_MYSQL_P, _placeholder_keep)),
@@ -558,8 +642,19 @@ def redact_value(value: Any) -> Any:
             else:
                 out[key] = redact_value(item)
         return out
-    if isinstance(value, list):
-        return [redact_value(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(redact_value(item) for item in value)
+    if isinstance(value, (list, tuple)):
+        items = [redact_value(item) for item in value]
+        # argv lists: ["psql", "--password", "hunter2"] (the flag and its value are two items)
+        for i in range(len(items) - 1):
+            flag, nxt = items[i], items[i + 1]
+            if (
+                isinstance(flag, str)
+                and isinstance(nxt, str)
+                and _ARGV_FLAG.match(flag)
+                and names_secret(flag)
+                and not nxt.startswith("-")
+                and not _keep_value(nxt, key=flag, quoted=True, strict=False)
+            ):
+                items[i + 1] = REDACTED
+        return items if isinstance(value, list) else tuple(items)
     return value
