@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Sequence
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -38,7 +39,7 @@ from .models import CommitResult, Message
 from .optout import bypass_reason
 from .outbox import Outbox
 from .profile import ProfileBuilder, RehydrationBuilder, compose_system_prompt
-from .recall import RecallManager, RecallResult
+from .recall import RecallManager, RecallOutcome, RecallResult
 from .sync import CommitReport, SyncManager
 from .tokens import estimate_tokens, get_tokenizer
 from .tools import TOOL_NAMES, ToolBox, ToolFormat
@@ -50,6 +51,7 @@ T = TypeVar("T")
 
 StartReason = Literal["startup", "resume", "compact", "clear"]
 TOOL_ADVERTISEMENT = "Tools: " + " | ".join(TOOL_NAMES)
+HEALTH_GRACE = 0.25  # seconds the session-start health check may run past the client's deadline
 
 
 @dataclass
@@ -94,12 +96,7 @@ class OpenVikingExtension:
         self.index = IndexBuilder(self.client, config, self.tokenizer)
         self.profile = ProfileBuilder(self.client, config, self.tokenizer)
         self.rehydration = RehydrationBuilder(self.client, config, self.tokenizer)
-        self.tools = ToolBox(
-            self.client,
-            None,
-            session_id=lambda: self.session_id,
-            available=self._tools_unavailable,
-        )
+        self.tools = self._toolbox(None)
         self.session_id: str | None = None
         self.cwd: str | None = None
         self._bypassed: str | None = None
@@ -109,6 +106,8 @@ class OpenVikingExtension:
         self._archive_overview = ""
         self._context_ready = False
         self._last_capture: str | None = None
+        self._followers: set[asyncio.Task[None]] = set()  # extraction of unwaited commits
+        self._recalled: RecallResult | None = None  # the current prompt's recall
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -126,6 +125,17 @@ class OpenVikingExtension:
     def capturing(self) -> bool:
         return self.active and self.config.sync_turns and not self._incognito
 
+    def _toolbox(self, sync: SyncManager | None) -> ToolBox:
+        return ToolBox(
+            self.client,
+            sync,
+            session_id=lambda: self.session_id,
+            available=self._tools_unavailable,
+            # remember writes only where turns would go: nothing in incognito or without sync
+            capture_session=lambda: self.session_id if self.capturing else None,
+            cwd=lambda: self.cwd,
+        )
+
     def _tools_unavailable(self) -> str | None:
         if not self.config.enabled:
             return "OpenViking memory is disabled (enabled: false)."
@@ -136,12 +146,21 @@ class OpenVikingExtension:
             return f"OpenViking server is not reachable at {self.client.endpoint}."
         return None
 
-    async def _within(self, seconds: float, work: Awaitable[T], fallback: T) -> T:
+    async def _within(
+        self,
+        seconds: float,
+        work: Awaitable[T],
+        fallback: T,
+        *,
+        on_timeout: Callable[[], None] | None = None,
+    ) -> T:
         """Run ``work`` under a deadline; on any failure return ``fallback`` (fail open)."""
         try:
             return await asyncio.wait_for(work, timeout=seconds)
         except asyncio.TimeoutError:
             logger.warning("OpenViking step took longer than %.1fs; continuing without it", seconds)
+            if on_timeout is not None:
+                on_timeout()
         except ClientError as exc:
             logger.warning("OpenViking step failed: %s", exc)
         except Exception:  # a bug here must never break the host's agent
@@ -169,25 +188,43 @@ class OpenVikingExtension:
         self._incognito = self.config.incognito or incognito
         self._archive_overview = ""
         self._context_ready = False
+        self._recalled = None
         if parent_session_id:
             logger.info("subagent session %s (parent %s)", self.session_id, parent_session_id)
         if not self.config.enabled:
             return
-        self._bypassed = bypass_reason(self.config, cwd=self.cwd, session_id=session_id)
+        # The id as the host knows it, or as OpenViking and ``status`` show it (prefixed).
+        self._bypassed = bypass_reason(
+            self.config, cwd=self.cwd, session_id=session_id
+        ) or bypass_reason(self.config, cwd=None, session_id=self.session_id)
         if self._bypassed:
             logger.info("OpenViking bypassed: %s", self._bypassed)
             return
         if self.sync is None:
-            outbox = self._outbox or Outbox(self.config.state_dir / "outbox.sqlite3")
-            self.sync = SyncManager(self.client, self.config, outbox, on_commit=self._committed)
-            self.tools = ToolBox(
-                self.client,
-                self.sync,
-                session_id=lambda: self.session_id,
-                available=self._tools_unavailable,
-            )
-        self.sync.start()  # delivers entries left by earlier runs as soon as it can
-        health = await self._within(self.config.health_timeout, self.client.health(), None)
+            try:
+                outbox = self._outbox or Outbox(self.config.state_dir / "outbox.sqlite3")
+            except (OSError, sqlite3.Error) as exc:
+                # No durable queue (a read-only or broken stateDir): capture is off for this
+                # session rather than an exception in the host; recall and tools still work.
+                logger.error(
+                    "capture is off: cannot open the outbox in %s: %s", self.config.state_dir, exc
+                )
+                self._last_capture = f"off: the outbox cannot be opened ({exc})"
+            else:
+                self.sync = SyncManager(self.client, self.config, outbox, on_commit=self._committed)
+                self.tools = self._toolbox(self.sync)
+        if self.sync is not None:
+            self.sync.start()  # delivers entries left by earlier runs as soon as it can
+        # The client enforces healthTimeout itself and opens the breaker when it passes; the
+        # outer deadline is only a safety net, later, so it never cancels the request first
+        # (a cancelled request records nothing, and a hanging server would stay "closed").
+        seconds = self.config.health_timeout
+        health = await self._within(
+            seconds + HEALTH_GRACE,
+            self.client.health(),
+            None,
+            on_timeout=lambda: self._no_answer(seconds, "health check"),
+        )
         self._connected = health is not None
         if health is None:
             return  # the breaker is open: everything below is a fast no-op until it closes
@@ -211,8 +248,11 @@ class OpenVikingExtension:
         self._context_ready = True
 
     def system_prompt_addition(self) -> str:
-        """Profile + archive overview + index + tool line, each only when it has content."""
-        if not self.active:
+        """Profile + archive overview + index + tool line, each only when it has content.
+
+        "" until the context could be built: while the server has not answered since the
+        session started, advertising tools that can only answer "not reachable" is noise."""
+        if not self.active or not self._context_ready:
             return ""
         index = self.index.cached
         tools_line = "" if index else TOOL_ADVERTISEMENT
@@ -225,13 +265,31 @@ class OpenVikingExtension:
         if not self._context_ready and not self.client.breaker.is_open:
             # The server was down at session start and is back: build what we could not.
             await self._within(self.config.recall_timeout, self._build_context(resume=False), None)
-        await self._within(self.config.recall_timeout + 1.0, self.recall.recall(prompt), None)
+        seconds = self.config.recall_timeout
+        result = await self._within(
+            seconds + 1.0,
+            self.recall.recall(prompt),
+            None,
+            on_timeout=lambda: self._no_answer(seconds, "recall"),
+        )
+        if result is not None and result.outcome is RecallOutcome.TIMED_OUT:
+            # The recall's own deadline cancelled its requests before the client's could
+            # record anything: tell the breaker, or a server that starts hanging mid-session
+            # would cost recallTimeout on every prompt.
+            self._no_answer(seconds, "recall")
+        self._recalled = result
         return self.system_prompt_addition()
+
+    def _no_answer(self, seconds: float, what: str) -> None:
+        """A step got no answer in time: open the breaker (its probe decides when to close)."""
+        if not self.client.breaker.is_open:
+            self.client.breaker.record_failure(f"no answer within {seconds:g}s ({what})")
 
     @property
     def recall_block(self) -> str:
-        """The ``<relevant-memories>`` block recalled for the current prompt ("" if none)."""
-        result = self.recall.last
+        """The ``<relevant-memories>`` block recalled for the current prompt ("" if none, and
+        after ``agent_end``: never the block of an earlier prompt)."""
+        result = self._recalled
         return result.block if result is not None and self.active else ""
 
     async def context(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -264,6 +322,7 @@ class OpenVikingExtension:
     def agent_end(self) -> None:
         """The agent finished the prompt: the next prompt recalls afresh."""
         self.recall.invalidate()
+        self._recalled = None
 
     async def before_compact(self) -> CommitReport | None:
         """Commit before the host rewrites the transcript, then cache the new archive overview
@@ -315,7 +374,8 @@ class OpenVikingExtension:
         if not path.is_absolute() and self.cwd:
             path = Path(self.cwd) / path
         try:
-            text = path.read_text(encoding="utf-8").strip()
+            # errors="replace": a stray non-UTF-8 byte must not fail the shutdown
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
         except OSError:
             return  # no MEMORY.md here: nothing to mirror
         if text:
@@ -325,17 +385,43 @@ class OpenVikingExtension:
             )
 
     async def _committed(self, session_id: str, result: CommitResult) -> None:
-        """After a commit the store changed: refresh profile and index when it extracted."""
-        extracted = result.task.memories_extracted if result.task else 0
-        if extracted:
-            await self._within(
-                self.config.read_timeout, self.profile.refresh_after_commit(extracted), ""
+        """After a commit the store changed: refresh profile and index when it extracted.
+
+        A commit nobody waited for (the token threshold, a commit queued by an earlier run and
+        delivered by the flusher) or whose wait ran out has no extraction outcome yet: it is
+        followed in the background, so the flusher is not held up, and the refresh happens
+        when it is done.
+        """
+        if result.task_id and (result.task is None or not result.task.done):
+            follower = asyncio.get_running_loop().create_task(
+                self._follow_extraction(session_id, result.task_id)
             )
-            await self._within(
-                self.config.read_timeout,
-                self.index.refresh_after_commit(extracted, session_id),
-                "",
-            )
+            self._followers.add(follower)
+            follower.add_done_callback(self._followers.discard)
+            return
+        await self._refresh_after_commit(result.task.memories_extracted if result.task else 0)
+
+    async def _follow_extraction(self, session_id: str, task_id: str) -> None:
+        try:
+            task, _ = await self.client.wait_task(task_id, timeout=self.config.commit_timeout)
+        except ClientError as exc:
+            logger.warning("extraction of the commit of %s not followed: %s", session_id, exc)
+            return
+        await self._refresh_after_commit(task.memories_extracted)
+
+    async def _refresh_after_commit(self, extracted: int) -> None:
+        if not extracted:
+            return
+        await self._within(
+            self.config.read_timeout, self.profile.refresh_after_commit(extracted), ""
+        )
+        # The index shows *this* session's archives, whichever session's commit changed the
+        # store (a commit queued by an earlier run belongs to another session).
+        await self._within(
+            self.config.read_timeout,
+            self.index.refresh_after_commit(extracted, self.session_id),
+            "",
+        )
 
     # --- tools and status ---------------------------------------------------------------------
 
@@ -381,4 +467,7 @@ class OpenVikingExtension:
     async def aclose(self) -> None:
         if self.sync is not None:
             await self.sync.aclose(deadline=1.0)
+        for follower in list(self._followers):
+            follower.cancel()
+        await asyncio.gather(*self._followers, return_exceptions=True)
         await self.client.aclose()

@@ -15,6 +15,7 @@ a URL or a local file (uploaded first); archive_expand returns the archived raw 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .client import OVClient
 from .errors import ClientError, NotFoundError
 from .models import FsEntry, Message
-from .spaces import split_uri
+from .spaces import RESERVED_NAMES, split_uri
 from .sync import SyncManager
 from .tokens import estimate_tokens
 
 __all__ = ["TOOL_NAMES", "ToolBox", "ToolFormat"]
+
+logger = logging.getLogger(__name__)
 
 ToolFormat = Literal["openai", "anthropic", "mcp"]
 FORGET_MIN_SCORE = 0.8  # the spec: a query deletes its strongest match only above this
@@ -154,8 +157,26 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
+def _plain(prop: dict[str, Any]) -> dict[str, Any]:
+    """An optional field as the spec writes it (``{"type": "string", ...}``), not pydantic's
+    ``anyOf: [{...}, {"type": "null"}]`` with ``default: null``, which some hosts' schema
+    dialects reject (Gemini) and which invites a model to send nulls."""
+    options = prop.get("anyOf")
+    if not isinstance(options, list):
+        return prop
+    kept = [o for o in options if o != {"type": "null"}]
+    if len(kept) != 1 or len(kept) == len(options):
+        return prop
+    rest = {k: v for k, v in prop.items() if k != "anyOf"}
+    if rest.get("default", "") is None:
+        del rest["default"]
+    return {**kept[0], **rest}
+
+
 def _schema(args: type[_Args]) -> dict[str, Any]:
     schema: dict[str, Any] = _strip_titles(args.model_json_schema())
+    properties = schema.get("properties", {})
+    schema["properties"] = {name: _plain(prop) for name, prop in properties.items()}
     schema.setdefault("required", [])
     return schema
 
@@ -169,9 +190,11 @@ def _where(entry: FsEntry) -> str:
 class ToolBox:
     """The tools for one agent session.
 
-    ``session_id`` is where remembered facts go (the OpenViking session of the conversation);
-    ``available`` says whether OpenViking may be called at all (a bypassed session or a
-    server found down at start turns every tool into a clear "not reachable" answer).
+    ``session_id`` is the OpenViking session of the conversation (archive_expand's default);
+    ``capture_session`` is where remembered facts go (None: not captured, remember refuses;
+    defaults to ``session_id``); ``available`` says whether OpenViking may be called at all
+    (a bypassed session or a server found down turns every tool into a clear "not reachable"
+    answer); ``cwd`` is the session's working directory, for relative file paths.
     """
 
     def __init__(
@@ -181,11 +204,17 @@ class ToolBox:
         *,
         session_id: Callable[[], str | None],
         available: Callable[[], str | None],
+        capture_session: Callable[[], str | None] | None = None,
+        cwd: Callable[[], str | None] | None = None,
     ):
         self._client = client
         self._sync = sync
         self._session_id = session_id
         self._unavailable = available
+        # Where remembered facts may go: None while the session captures nothing (incognito,
+        # syncTurns off), so remember never writes what the session promised not to keep.
+        self._capture_session = capture_session or session_id
+        self._cwd = cwd or (lambda: None)
         self._handlers: dict[str, Callable[[Any], Awaitable[str]]] = {
             "viking_search": self._search,
             "viking_read": self._read,
@@ -250,6 +279,16 @@ class ToolBox:
             return await self._handlers[name](args)
         except ClientError as exc:
             return f"Error: {name} failed: {exc}"
+        except ValidationError as exc:  # an answer of the wrong shape (pydantic, from models)
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return (
+                f"Error: {name} failed: OpenViking answered in an unexpected shape "
+                f"({exc.title}: {where}: {first['msg']})"
+            )
+        except Exception as exc:  # a bug here must never become an exception in the host
+            logger.exception("tool %s failed unexpectedly", name)
+            return f"Error: {name} failed unexpectedly: {type(exc).__name__}: {exc}"
 
     # --- handlers -----------------------------------------------------------------------------
 
@@ -294,7 +333,7 @@ class ToolBox:
         return "\n".join([f"{uri} ({len(entries)} entries):", *(_where(e) for e in entries)])
 
     async def _remember(self, args: RememberArgs) -> str:
-        session_id = self._session_id()
+        session_id = self._capture_session()
         if self._sync is None or session_id is None:
             return "Error: remembering needs an active session (capture is off or incognito)."
         hint = f" ({args.category})" if args.category else ""
@@ -347,14 +386,27 @@ class ToolBox:
         if split is None:
             return False
         scope, parts = split
-        if scope not in ("user", "agent") or ".." in parts:
+        if scope not in ("user", "agent") or len(parts) < 2 or ".." in parts:
             return False
-        # viking://user/<space>/memories/<...>/x.md, or the flat viking://agent/memories/x.md
-        return ("memories" in parts[:2]) and not parts[-1].startswith(".")
+        if parts[-1].startswith("."):
+            return False  # a directory's .abstract.md / .overview.md, not a memory
+        # viking://user/<space>/memories/<...>/x.md, or the flat viking://agent/memories/x.md;
+        # never viking://agent/skills/memories/... (a skill that happens to be so named).
+        if parts[0] == "memories":
+            return True
+        return parts[1] == "memories" and parts[0] not in RESERVED_NAMES
 
     async def _add_resource(self, args: AddResourceArgs) -> str:
         is_url = args.url.lower().startswith(("http://", "https://"))
-        source: str | Path = args.url if is_url else Path(args.url)
+        source: str | Path = args.url
+        if not is_url:
+            # A relative path is the agent's: relative to the session's working directory,
+            # not to wherever the host process happens to run.
+            # (``~`` is expanded later, off the event loop, by the client.)
+            source = Path(args.url)
+            base = self._cwd()
+            if base and not source.is_absolute() and not args.url.startswith("~"):
+                source = Path(base) / source
         try:
             result = await self._client.add_resource(source, reason=args.reason or "")
         except ValueError as exc:  # a local path that cannot be read

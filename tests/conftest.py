@@ -3,7 +3,9 @@ and from any OPENVIKING_* / OV_AGENT_EXT_* variables of the machine running the 
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,13 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     return home
+
+
+@pytest.fixture(autouse=True)
+def package_log_level() -> Iterator[None]:
+    """An extension sets the ``ov_agent_ext`` logger's level (config ``logLevel``, for the
+    process); restore it so one test's extension cannot silence another test's caplog."""
+    logger = logging.getLogger("ov_agent_ext")
+    level = logger.level
+    yield
+    logger.setLevel(level)
