@@ -11,7 +11,8 @@ its command hooks, the CLI). It holds:
   ``turn_end`` never enqueues twice), the server's running message total as last seen (what
   an uncertain send is reconciled against), the in-flight send (entries, base total, count),
   pending tokens for the commit threshold, and a lease so two processes never send the same
-  session at once.
+  session at once (renewed before every request; a lease whose holder died is taken over at
+  once on the same host, otherwise when it expires).
 
 Entries leave only when the server confirmed them (or reconciliation proved they landed) or
 when the server rejected them for good, in which case they are *set aside* with the reason,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -133,7 +135,9 @@ class Outbox:
     def __init__(self, path: Path, *, owner: str | None = None):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.owner = owner or f"{os.getpid()}-{id(self):x}"
+        # host:pid:object, so a lease left by a process that died (killed mid-send) can be
+        # taken over at once by another process on the same host instead of after it expires.
+        self.owner = owner or f"{_HOST}:{os.getpid()}:{id(self):x}"
         fresh = not path.exists()
         self._db = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
         if fresh:
@@ -275,14 +279,29 @@ class Outbox:
             rows = self._db.execute(query + " ORDER BY e.id", args).fetchall()
         return [str(r[0]) for r in rows]
 
-    def head(self, identity: Identity, session_id: str, *, max_messages: int) -> list[Entry]:
-        """The next entries to send, in order: one commit, or consecutive message entries."""
+    def last_id(self) -> int:
+        """The newest entry's id (0 if none): a flush sends entries up to it, so entries that
+        arrive meanwhile wait for the next flush instead of keeping this one going."""
+        with self._lock:
+            (last,) = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM entries").fetchone()
+        return int(last)
+
+    def head(
+        self,
+        identity: Identity,
+        session_id: str,
+        *,
+        max_messages: int,
+        upto: int | None = None,
+    ) -> list[Entry]:
+        """The next entries to send, in order: one commit, or consecutive message entries
+        (with ``upto``, none newer than that id)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, session_id, kind, payload, n, attempts, state, last_error "
                 "FROM entries WHERE identity = ? AND session_id = ? AND state = 'pending' "
-                "ORDER BY id LIMIT 500",
-                (identity.key, session_id),
+                "AND id <= ? ORDER BY id LIMIT 500",
+                (identity.key, session_id, upto if upto is not None else 2**62),
             ).fetchall()
         entries = [_entry(r) for r in rows]
         if not entries or entries[0].kind == "commit":
@@ -332,17 +351,29 @@ class Outbox:
     # --- the sender's bookkeeping -----------------------------------------------------------
 
     def claim(self, identity: Identity, session_id: str, *, seconds: float = 60.0) -> bool:
-        """Take (or renew) the right to send this session; False if another process holds it."""
+        """Take (or renew) the right to send this session; False if another process holds it.
+
+        A lease is free when nobody holds it, when it expired, or when its holder was a
+        process on this host that no longer exists (killed mid-send: its in-flight record is
+        reconciled by whoever takes over, so nothing is lost or sent twice).
+        """
         now = time.time()
         with self._tx() as db:
             self._touch_session(db, identity, session_id)
-            cursor = db.execute(
+            holder, until = db.execute(
+                "SELECT lease_owner, lease_until FROM sessions "
+                "WHERE identity = ? AND session_id = ?",
+                (identity.key, session_id),
+            ).fetchone()
+            held = holder and holder != self.owner and until is not None and until >= now
+            if held and not _owner_is_gone(str(holder)):
+                return False
+            db.execute(
                 "UPDATE sessions SET lease_owner = ?, lease_until = ? "
-                "WHERE identity = ? AND session_id = ? "
-                "AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)",
-                (self.owner, now + seconds, identity.key, session_id, self.owner, now),
+                "WHERE identity = ? AND session_id = ?",
+                (self.owner, now + seconds, identity.key, session_id),
             )
-            return cursor.rowcount == 1
+            return True
 
     def release(self, identity: Identity, session_id: str) -> None:
         with self._tx() as db:
@@ -400,12 +431,17 @@ class Outbox:
                 (identity.key, session_id),
             )
 
-    def retry_later(self, entry_ids: Sequence[int], error: str, delay: float) -> None:
+    def retry_later(
+        self, entry_ids: Sequence[int], error: str, delay: float, *, count: bool = False
+    ) -> None:
+        """Not now: try these entries again after ``delay`` seconds (``count``: this failure
+        is an attempt of its own, not one already counted by ``begin_send``)."""
         with self._tx() as db:
             db.execute(
-                f"UPDATE entries SET last_error = ?, next_attempt_at = ? "
+                f"UPDATE entries SET last_error = ?, next_attempt_at = ?, "
+                f"attempts = attempts + ? "
                 f"WHERE id IN ({','.join('?' * len(entry_ids))})",
-                (error, time.time() + delay, *entry_ids),
+                (error, time.time() + delay, int(count), *entry_ids),
             )
 
     def count_attempt(self, entry_id: int) -> None:
@@ -415,13 +451,37 @@ class Outbox:
     def trim_front(self, entry_id: int, count: int) -> None:
         """Drop the first ``count`` messages of an entry (they are on the server already)."""
         with self._tx() as db:
-            row = db.execute("SELECT payload FROM entries WHERE id = ?", (entry_id,)).fetchone()
-            if row is None:
-                return
-            rest = json.loads(row[0])[count:]
+            _trim(db, entry_id, count)
+
+    def confirm(
+        self,
+        identity: Identity,
+        session_id: str,
+        entry_ids: Sequence[int],
+        count: int,
+        total: int,
+    ) -> None:
+        """The first ``count`` messages of these entries (in order) are on the server, whose
+        running total is now ``total``: drop them (whole entries, or the front of one), clear
+        the in-flight record and remember the total, in one transaction, so a crash can never
+        leave it half applied (and a later reconciliation drop the same messages twice)."""
+        with self._tx() as db:
+            marks = ",".join("?" * len(entry_ids))
+            rows = db.execute(
+                f"SELECT id, n FROM entries WHERE id IN ({marks}) ORDER BY id", tuple(entry_ids)
+            ).fetchall()
+            remaining = count
+            for entry_id, n in rows:
+                if n > remaining:
+                    if remaining:
+                        _trim(db, entry_id, remaining)
+                    break
+                db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))  # (empty ones too)
+                remaining -= n
             db.execute(
-                "UPDATE entries SET payload = ?, n = ? WHERE id = ?",
-                (json.dumps(rest), len(rest), entry_id),
+                "UPDATE sessions SET inflight_ids = NULL, inflight_base = NULL, "
+                "inflight_n = NULL, known_total = ? WHERE identity = ? AND session_id = ?",
+                (total, identity.key, session_id),
             )
 
     def reset_pending_tokens(self, identity: Identity, session_id: str) -> None:
@@ -439,6 +499,38 @@ class Outbox:
                 "UPDATE entries SET state = 'set_aside', last_error = ? WHERE id = ?",
                 (reason, entry_id),
             )
+
+
+_HOST = socket.gethostname()
+
+
+def _owner_is_gone(owner: str) -> bool:
+    """Whether a lease holder (``host:pid:...``) was a process of this host that has exited."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False  # another machine, or an owner named by the caller: wait for expiry
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # this process: another Outbox object of ours, still alive
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, but not ours to signal
+        return False
+    return False
+
+
+def _trim(db: sqlite3.Connection, entry_id: int, count: int) -> None:
+    row = db.execute("SELECT payload FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    if row is None:
+        return
+    rest = json.loads(row[0])[count:]
+    db.execute(
+        "UPDATE entries SET payload = ?, n = ? WHERE id = ?",
+        (json.dumps(rest), len(rest), entry_id),
+    )
 
 
 def _entry(row: Sequence[Any]) -> Entry:

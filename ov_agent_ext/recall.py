@@ -351,7 +351,10 @@ class RecallManager:
     async def _search_scope(self, query: str, scope: str, limit: int) -> list[SearchHit] | None:
         """The scope's memories and skills; None when the server has no such scope."""
         try:
-            found = await self._client.find(query, target_uri=scope, limit=limit)
+            # The client's own deadline fires just before recall's: a hanging server is then
+            # recorded by the breaker on the first prompt, not merely cancelled from outside.
+            deadline = max(0.1, self._config.recall_timeout - 0.2)
+            found = await self._client.find(query, target_uri=scope, limit=limit, timeout=deadline)
         except NotFoundError:
             return None  # this server has no such scope for the caller
         except ValidationError as exc:  # an answer of the wrong shape is a server failure

@@ -2,15 +2,18 @@
 
 ``accept_turn`` only writes to the durable outbox (sub-millisecond) and nudges the background
 flusher; the agent's turn never waits on the network. The flusher sends each session's entries
-in order, batched (one request per flush, up to the server's 100 messages), and stops at the
-first one that cannot go: nothing later is sent while an earlier entry is pending.
+in order, batched (one request per batch of up to the server's 100 messages; a larger entry
+goes 100 at a time), and stops at the first one that cannot go: nothing later is sent while an
+earlier entry is pending.
 
-Exactly once. Before a batch leaves, the outbox records which entries it holds and the
-session's running message total (``total_message_count``, which commits do not reset). If the
-outcome is unknown (a timeout after sending, a crash mid-request), the next attempt first asks
-the server for the total: the difference says how many of the batch's messages landed, and
-only the rest is sent. A rejection the server will repeat (400, 403, 404...) sets the entry
-aside with its reason; a batch is split first so one bad entry cannot hold back the others.
+Exactly once. Before a request leaves, the outbox records which entries it holds and the
+session's running message total (``total_message_count``, which commits do not reset); its
+answer confirms it in one transaction. If the outcome is unknown (a timeout after sending, a
+crash mid-request), the next attempt first asks the server for the total: the difference says
+how many of the request's messages landed, and only the rest is sent. A rejection the server
+will repeat (400, 403, 404...) is reconciled the same way, then the batch is split so that only
+the entry the server refuses is set aside, with its reason; so is an entry that cannot be
+encoded as JSON at all.
 
 Commits: the threshold commit is queued after the turn that crossed ``commitTokenThreshold``
 (pending tokens count tool parts, so tool-only turns count); ``commit_now`` (pre-compact,
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import time
@@ -82,6 +86,16 @@ class _Blocked(Exception):
     """The session's head entry cannot be sent now: stop draining it."""
 
 
+@dataclass
+class _Progress:
+    """What one flush did so far."""
+
+    sent: int = 0
+    commits: int = 0
+    set_aside: int = 0
+    blocked: str | None = None  # why the last blocked session stopped
+
+
 def _backoff(attempts: int) -> float:
     """Exponential with jitter, so many clients do not retry in lockstep."""
     delay: float = min(MAX_BACKOFF, 0.5 * 2.0 ** max(0, attempts - 1))
@@ -111,7 +125,6 @@ class SyncManager:
         self._flusher: asyncio.Task[None] | None = None
         self._closing = False
         self._flush_lock = asyncio.Lock()
-        self._last_block_error: str | None = None
 
     # --- the hot path -------------------------------------------------------------------------
 
@@ -175,13 +188,21 @@ class SyncManager:
                 logger.exception("background flush failed")
 
     async def aclose(self, *, deadline: float = 5.0) -> FlushReport:
-        """Stop the flusher after one last flush within ``deadline`` seconds."""
+        """Stop the flusher and make one last flush, all within ``deadline`` seconds.
+
+        A background send still waiting on the server when the deadline comes is cancelled:
+        its entries stay queued with their in-flight record, reconciled by the next run.
+        """
+        started = time.monotonic()
         self._closing = True
         self._wake.set()
         if self._flusher is not None:
-            await asyncio.gather(self._flusher, return_exceptions=True)
-            self._flusher = None
-        return await self.flush(deadline=deadline)
+            flusher, self._flusher = self._flusher, None
+            _, running = await asyncio.wait({flusher}, timeout=deadline)
+            if running:
+                flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+        return await self.flush(deadline=max(0.0, deadline - (time.monotonic() - started)))
 
     def nudge(self) -> None:
         """Flush soon (after a server came back, or on request)."""
@@ -196,62 +217,74 @@ class SyncManager:
         deadline: float | None = None,
         due_only: bool = False,
     ) -> FlushReport:
-        """Send what is queued, in order, within ``deadline`` seconds if given. The background
-        flusher passes ``due_only`` to respect each entry's retry backoff; an explicit flush
-        (pre-compact, shutdown, a command) tries everything now."""
+        """Send what is queued, in order, within ``deadline`` seconds if given (waiting for a
+        flush already running counts against it). The background flusher passes ``due_only``
+        to respect each entry's retry backoff; an explicit flush (pre-compact, shutdown, a
+        command) tries everything now."""
+        progress = _Progress()
+        error: str | None = None
+        try:
+            work = self._locked_drain(session_id, progress, due_only=due_only)
+            if deadline is None:
+                await work
+            else:
+                await asyncio.wait_for(work, timeout=deadline)
+        except asyncio.TimeoutError:
+            error = f"flush did not finish within {deadline:g}s; the rest stays queued"
+        except ClientError as exc:
+            error = str(exc)
+        stats = self.outbox.stats(self.identity)
+        report = FlushReport(
+            sent_messages=progress.sent,
+            commits=progress.commits,
+            set_aside=progress.set_aside,
+            pending=stats.pending,
+            error=error or progress.blocked,
+        )
+        self.last_flush = report
+        return report
+
+    async def _locked_drain(self, only: str | None, progress: _Progress, *, due_only: bool) -> None:
         async with self._flush_lock:
             self._queued_since_flush = 0
-            counts = {"sent": 0, "commits": 0, "set_aside": 0}
-            error: str | None = None
-            try:
-                work = self._drain_all(session_id, counts, due_only=due_only)
-                if deadline is None:
-                    await work
-                else:
-                    await asyncio.wait_for(work, timeout=deadline)
-            except asyncio.TimeoutError:
-                error = f"flush did not finish within {deadline:g}s; the rest stays queued"
-            except ClientError as exc:
-                error = str(exc)
-            stats = self.outbox.stats(self.identity)
-            report = FlushReport(
-                sent_messages=counts["sent"],
-                commits=counts["commits"],
-                set_aside=counts["set_aside"],
-                pending=stats.pending,
-                error=error or self._last_block_error,
-            )
-            self.last_flush = report
-            return report
+            # What is queued now; later arrivals wait for the next flush, so a session fed
+            # faster than it drains neither starves the others nor defeats batching.
+            upto = self.outbox.last_id()
+            if only is not None:
+                sessions = [only]
+            else:
+                sessions = self.outbox.sessions_with_work(self.identity, due_only=due_only)
+            for session_id in sessions:
+                if not self._claim(session_id):
+                    continue  # another process is sending this session
+                try:
+                    await self._drain(session_id, progress, upto)
+                except _Blocked as blocked:
+                    progress.blocked = str(blocked)
+                finally:
+                    self.outbox.release(self.identity, session_id)
 
-    async def _drain_all(self, only: str | None, counts: dict[str, int], *, due_only: bool) -> None:
-        self._last_block_error = None
-        if only is not None:
-            sessions = [only]
-        else:
-            sessions = self.outbox.sessions_with_work(self.identity, due_only=due_only)
-        for session_id in sessions:
-            if not self.outbox.claim(self.identity, session_id):
-                continue  # another process is sending this session
-            try:
-                await self._drain(session_id, counts)
-            except _Blocked as blocked:
-                self._last_block_error = str(blocked)
-            finally:
-                self.outbox.release(self.identity, session_id)
+    def _claim(self, session_id: str) -> bool:
+        # Long enough for the slowest request the lease covers; renewed before each one.
+        seconds = max(60.0, 2 * (self.config.write_timeout + self.config.read_timeout))
+        return self.outbox.claim(self.identity, session_id, seconds=seconds)
 
-    async def _drain(self, session_id: str, counts: dict[str, int]) -> None:
+    async def _drain(self, session_id: str, progress: _Progress, upto: int) -> None:
         state = self.outbox.session_state(self.identity, session_id)
         if state.inflight is not None:
-            counts["sent"] += await self._reconcile(session_id)
+            progress.sent += await self._reconcile(session_id)
         while True:
-            entries = self.outbox.head(self.identity, session_id, max_messages=BATCH_LIMIT)
+            if not self._claim(session_id):
+                return  # our lease was taken over (we were too slow): stop here
+            entries = self.outbox.head(
+                self.identity, session_id, max_messages=BATCH_LIMIT, upto=upto
+            )
             if not entries:
                 return
             if entries[0].kind == "commit":
-                await self._send_commit(session_id, entries[0], counts)
+                await self._send_commit(session_id, entries[0], progress)
             else:
-                await self._send_messages(session_id, entries, counts)
+                await self._send_messages(session_id, entries, progress)
 
     async def _server_total(self, session_id: str) -> int:
         try:
@@ -261,51 +294,58 @@ class SyncManager:
         return info.total_message_count
 
     async def _reconcile(self, session_id: str) -> int:
-        """An earlier send's outcome is unknown: ask the server how much of it landed (and
-        return that many, now confirmed)."""
+        """An earlier send's outcome is unknown: ask the server how much of it landed, drop
+        that from the queue (it is confirmed) and return how many; the rest is sent again."""
         inflight = self.outbox.session_state(self.identity, session_id).inflight
         if inflight is None:
             return 0
         try:
             total = await self._server_total(session_id)
         except ClientError as exc:
+            entries = self.outbox.entries(inflight.entry_ids)
+            attempts = max((e.attempts for e in entries), default=0) + 1
+            self.outbox.retry_later(inflight.entry_ids, str(exc), _backoff(attempts), count=True)
             raise _Blocked(str(exc)) from exc
         landed = max(0, min(inflight.n, total - inflight.base_total))
-        entries = self.outbox.entries(inflight.entry_ids)
-        if landed >= inflight.n:
-            self.outbox.complete(self.identity, session_id, inflight.entry_ids, total)
-            return landed
-        # Drop what landed from the front of the batch; the rest is sent again.
-        done: list[int] = []
-        remaining = landed
-        for entry in entries:
-            if remaining <= 0:
-                break
-            if entry.n <= remaining:
-                done.append(entry.id)
-                remaining -= entry.n
-            else:
-                self.outbox.trim_front(entry.id, remaining)
-                remaining = 0
-        if done:
-            self.outbox.complete(self.identity, session_id, done, total)
-        self.outbox.clear_inflight(self.identity, session_id)
-        self.outbox.set_known_total(self.identity, session_id, total)
+        self.outbox.confirm(self.identity, session_id, inflight.entry_ids, landed, total)
         return landed
 
+    def _set_aside_unsendable(self, entries: Sequence[Entry], progress: _Progress) -> bool:
+        """Set aside entries that cannot even be encoded (a lone surrogate from undecodable
+        tool output, a NaN in a tool input): no server would take them, and they must not
+        hold their session back forever. Returns whether any was."""
+        found = False
+        for entry in entries:
+            try:
+                for message in entry.payload:
+                    Message.model_validate(message)
+                json.dumps(entry.payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            except ValueError as exc:  # also pydantic's ValidationError, UnicodeEncodeError
+                reason = f"cannot be sent as JSON: {str(exc).splitlines()[0][:200]}"
+                logger.error("queued messages set aside: %s", reason)
+                self.outbox.set_aside(entry.id, reason)
+                progress.set_aside += 1
+                found = True
+        return found
+
     async def _send_messages(
-        self, session_id: str, entries: Sequence[Entry], counts: dict[str, int]
+        self, session_id: str, entries: Sequence[Entry], progress: _Progress
     ) -> None:
+        """Send one request's worth: these entries, or the first ``BATCH_LIMIT`` messages of
+        a larger one (so every request is confirmed, or reconciled, on its own)."""
+        if self._set_aside_unsendable(entries, progress):
+            return  # the caller takes the head again
+        ids = [e.id for e in entries]
         state = self.outbox.session_state(self.identity, session_id)
         try:
             base = state.known_total
             if base is None:
                 base = await self._server_total(session_id)
         except ClientError as exc:
-            self.outbox.retry_later([e.id for e in entries], str(exc), _backoff(1))
+            attempts = max(e.attempts for e in entries) + 1
+            self.outbox.retry_later(ids, str(exc), _backoff(attempts), count=True)
             raise _Blocked(str(exc)) from exc
-        payload = [m for e in entries for m in e.payload]
-        ids = [e.id for e in entries]
+        payload = [m for e in entries for m in e.payload][:BATCH_LIMIT]
         self.outbox.begin_send(self.identity, session_id, ids, base, len(payload))
         try:
             await self.client.add_messages(session_id, [Message.model_validate(m) for m in payload])
@@ -316,36 +356,51 @@ class SyncManager:
                 attempts = max(e.attempts for e in entries) + 1
                 self.outbox.retry_later(ids, str(exc), _backoff(attempts))
                 raise _Blocked(str(exc)) from exc
-            self.outbox.clear_inflight(self.identity, session_id)
-            self.outbox.set_known_total(self.identity, session_id, base)
-            if len(entries) > 1:  # find the one the server refuses; send the others
-                for entry in entries:
-                    await self._send_messages(session_id, [entry], counts)
-                return
-            logger.error("server refused queued messages for good: %s", exc)
-            self.outbox.set_aside(entries[0].id, str(exc))
-            counts["set_aside"] += 1
+            await self._refused(session_id, ids, exc, progress)
             return
-        self.outbox.complete(self.identity, session_id, ids, base + len(payload))
-        counts["sent"] += len(payload)
+        self.outbox.confirm(self.identity, session_id, ids, len(payload), base + len(payload))
+        progress.sent += len(payload)
 
-    async def _send_commit(self, session_id: str, entry: Entry, counts: dict[str, int]) -> None:
+    async def _refused(
+        self, session_id: str, ids: Sequence[int], exc: ClientError, progress: _Progress
+    ) -> None:
+        """The server refused a send for good. Part of it may have landed all the same (a
+        server without the batch route takes messages one by one), so the server's total
+        decides what is confirmed; then the rest is sent entry by entry, so that only the
+        entry the server refuses is set aside."""
+        landed = await self._reconcile(session_id)
+        progress.sent += landed
+        rest = [e for e in self.outbox.entries(ids) if e.state == "pending"]
+        if len(rest) > 1 or (rest and landed):
+            for entry in rest:
+                await self._send_messages(session_id, [entry], progress)
+                if any(e.state == "pending" for e in self.outbox.entries([entry.id])):
+                    return  # only partly sent: the drain goes on from the head, in order
+            return
+        if rest:
+            logger.error("server refused queued messages for good: %s", exc)
+            self.outbox.set_aside(rest[0].id, str(exc))
+            progress.set_aside += 1
+
+    async def _send_commit(self, session_id: str, entry: Entry, progress: _Progress) -> None:
         options = entry.payload if isinstance(entry.payload, dict) else {}
         try:
             result = await self.client.commit(session_id, **options)
         except ClientError as exc:
             if exc.retryable:
                 # Sending a commit twice is harmless: with nothing new it is "skipped".
-                self.outbox.retry_later([entry.id], str(exc), _backoff(entry.attempts + 1))
-                self.outbox.count_attempt(entry.id)
+                self.outbox.retry_later(
+                    [entry.id], str(exc), _backoff(entry.attempts + 1), count=True
+                )
                 raise _Blocked(str(exc)) from exc
             self.outbox.set_aside(entry.id, str(exc))
-            counts["set_aside"] += 1
+            progress.set_aside += 1
             return
         self.outbox.complete(self.identity, session_id, [entry.id], None)
-        counts["commits"] += 1
-        self.last_commit = CommitReport(session_id, "committed", result)
-        if self.on_commit is not None:
+        progress.commits += 1
+        status = "skipped" if result.status == "skipped" else "committed"
+        self.last_commit = CommitReport(session_id, status, result)
+        if self.on_commit is not None and status == "committed":
             await self.on_commit(session_id, result)
 
     # --- commits on demand --------------------------------------------------------------------
@@ -362,8 +417,9 @@ class SyncManager:
         within ``timeout`` seconds. If the server cannot be reached, or queued writes for the
         session are still waiting, the commit is queued behind them durably instead."""
         started = time.monotonic()
+        upto = self.outbox.last_id()  # what the commit must follow
         flushed = await self.flush(session_id, deadline=timeout)
-        left = self.outbox.head(self.identity, session_id, max_messages=BATCH_LIMIT)
+        left = self.outbox.head(self.identity, session_id, max_messages=BATCH_LIMIT, upto=upto)
         if left:
             self.outbox.enqueue_commit(self.identity, session_id, _options(enable_working_memory))
             report = CommitReport(session_id, "queued", error=flushed.error or "writes pending")

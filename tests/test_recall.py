@@ -446,7 +446,7 @@ async def test_triple_scope_unreachable_server_is_failed(manager_for: ManagerFac
     assert "not reachable" in result.error
 
 
-async def test_triple_scope_hanging_server_times_out(
+async def test_triple_scope_one_hanging_scope_does_not_cost_the_others(
     fake: FakeOV, manager_for: ManagerFactory
 ) -> None:
     async def hang(_body: dict[str, Any]) -> httpx.Response:
@@ -461,12 +461,32 @@ async def test_triple_scope_hanging_server_times_out(
     started = time.perf_counter()
     result = await manager.recall("which editor do I prefer?")
     elapsed = time.perf_counter() - started
-    assert result.outcome is RecallOutcome.TIMED_OUT
+    # The hanging scope hits the client's own deadline (just under recallTimeout): what the
+    # other scopes found is still injected, and the failure is reported.
+    assert result.outcome is RecallOutcome.INJECTED
+    assert "Neovim" in result.block
+    assert result.error is not None
+    assert "did not answer" in result.error
+    assert 0.05 <= elapsed < 1.0
+
+
+async def test_triple_scope_hanging_server_fails_within_the_deadline(
+    fake: FakeOV, manager_for: ManagerFactory
+) -> None:
+    async def hang(_body: dict[str, Any]) -> httpx.Response:
+        await asyncio.sleep(30)
+        return ok(answer())
+
+    for scope in (USER_SCOPE, AGENT_SCOPE, SKILL_SCOPE):
+        fake.on_find(scope, hang)
+    manager = manager_for(fake, recall_timeout=0.3)
+    started = time.perf_counter()
+    result = await manager.recall("which editor do I prefer?")
+    elapsed = time.perf_counter() - started
+    assert result.outcome in (RecallOutcome.FAILED, RecallOutcome.TIMED_OUT)
     assert result.block == ""
     assert result.error is not None
-    assert "0.3s" in result.error
-    assert 0.25 <= elapsed < 1.0
-    assert 250 <= result.elapsed_ms < 1000
+    assert 0.05 <= elapsed < 1.0
     messages = [{"role": "user", "content": "which editor do I prefer?"}]
     assert manager.inject(messages) == messages
 
