@@ -31,6 +31,7 @@ from .client import OVClient
 from .config import OVConfig, load_config
 from .errors import ClientError, ConfigError
 from .outbox import Outbox
+from .statusfile import read_statuses
 from .sync import SyncManager, identity_of
 from .tools import ToolBox
 
@@ -86,6 +87,7 @@ def _outbox_report(config: OVConfig) -> dict[str, Any]:
 async def _status(config: OVConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"endpoint": None, "reachable": False}
     report["outbox"] = _outbox_report(config)
+    report["agents"] = read_statuses(config.state_dir)
     async with OVClient(config) as client:
         report["endpoint"] = client.endpoint
         started = time.perf_counter()
@@ -124,6 +126,14 @@ def _cmd_status(config: OVConfig, args: argparse.Namespace) -> int:
         print(f"OpenViking at {report['endpoint']}: NOT reachable", file=sys.stderr)
         print(f"  {report.get('error', '')}", file=sys.stderr)
     if not args.json:
+        for agent in report["agents"]:
+            saved = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(agent.get("saved_at", 0)))
+            print(f"  session    {agent.get('session_id')} (as of {saved})")
+            for key in ("bypassed", "last_recall", "last_capture", "last_commit"):
+                if agent.get(key):
+                    print(f"    {key.replace('_', ' '):<13}{agent[key]}")
+            if agent.get("breaker") and agent["breaker"] != "closed":
+                print(f"    breaker      {agent['breaker']} ({agent.get('breaker_error', '')})")
         outbox = report["outbox"]
         print(
             f"  outbox     {outbox['pending']} pending in {outbox['sessions_waiting']} "

@@ -20,6 +20,7 @@ and every tool into a clear "not reachable at <endpoint>" answer; nothing raises
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -40,6 +41,7 @@ from .optout import bypass_reason
 from .outbox import Outbox
 from .profile import ProfileBuilder, RehydrationBuilder, compose_system_prompt
 from .recall import RecallManager, RecallOutcome, RecallResult
+from .statusfile import write_status
 from .sync import CommitReport, SyncManager
 from .tokens import estimate_tokens, get_tokenizer
 from .tools import TOOL_NAMES, ToolBox, ToolFormat
@@ -278,6 +280,7 @@ class OpenVikingExtension:
             # would cost recallTimeout on every prompt.
             self._no_answer(seconds, "recall")
         self._recalled = result
+        self.save_status()
         return self.system_prompt_addition()
 
     def _no_answer(self, seconds: float, what: str) -> None:
@@ -348,7 +351,19 @@ class OpenVikingExtension:
                 report = await self.commit(wait=True)
         if self.sync is not None:
             await self._within(self.config.commit_timeout, self.sync.aclose(deadline=2.0), None)
+        self.save_status()
         return report
+
+    def save_status(self) -> None:
+        """Write this session's ``status()`` to ``<stateDir>/status/<session>.json`` (0600) for
+        ``ov-agent-ext status`` in another process. Called after recall, commits and shutdown,
+        never from ``turn_end``: the turn's hot path stays a single local transaction."""
+        if self.session_id is None or self._bypassed:
+            return
+        try:
+            write_status(self.config.state_dir, self.session_id, dataclasses.asdict(self.status()))
+        except OSError as exc:  # status is a convenience: never break the host for it
+            logger.debug("could not save status: %s", exc)
 
     async def commit(
         self, *, wait: bool = True, enable_working_memory: bool | None = None
@@ -359,13 +374,15 @@ class OpenVikingExtension:
         sync, session_id = self.sync, self.session_id
         timeout = self.config.commit_timeout
         fallback = CommitReport(session_id, "failed", error="commit did not finish in time")
-        return await self._within(
+        report = await self._within(
             timeout + 1.0,
             sync.commit_now(
                 session_id, wait=wait, timeout=timeout, enable_working_memory=enable_working_memory
             ),
             fallback,
         )
+        self.save_status()
+        return report
 
     def _mirror_memory_file(self) -> None:
         if self.sync is None or self.session_id is None:

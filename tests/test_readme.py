@@ -50,6 +50,10 @@ def test_event_api_example_runs_as_written(
     assert main(["--endpoint", server, "commit", "pi-my-session"]) == 0
     out = capsys.readouterr().out
     assert "reachable" in out
+    # status, in its own process, sees what the agent did (its saved snapshot).
+    assert "session    pi-my-session" in out
+    assert "last recall" in out
+    assert "last commit  committed pi-my-session" in out
     assert "Nothing to commit in pi-my-session" in out  # shutdown committed it already
 
 
