@@ -27,11 +27,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Seque
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .builder import DEFAULT_DEADLINE, CachedBuilder
 from .client import OVClient
 from .config import OVConfig
-from .errors import ClientError, NotFoundError, ServerError
+from .errors import NotFoundError, ServerError
 from .models import FsEntry
-from .tokens import Tokenizer, get_tokenizer
+from .tokens import Tokenizer
 
 __all__ = [
     "CORE_FILES",
@@ -52,7 +53,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DEADLINE = 5.0  # seconds for a whole build: the index is not worth a slow session start
 READ_CONCURRENCY = 8  # requests in flight while walking directories or reading files
 MAX_LINE_CHARS = 120  # one index line; longer summaries end in "…"
 MAX_DEPTH = 8  # directory levels walked below a root (events/yyyy/mm/dd needs 4)
@@ -373,7 +373,7 @@ def _archive_line(entry: FsEntry) -> str:
 # --- the builder ------------------------------------------------------------------------------
 
 
-class IndexBuilder:
+class IndexBuilder(CachedBuilder):
     """Builds, caches and refreshes the "OpenViking Knowledge Index" system-prompt block.
 
     Never raises for server trouble: a build that fails or passes ``deadline`` seconds logs
@@ -388,36 +388,11 @@ class IndexBuilder:
         *,
         deadline: float = DEFAULT_DEADLINE,
     ):
-        self._client = client
-        self._budget = config.index_budget
-        self._tokenizer = tokenizer or get_tokenizer(config.tokenizer)
-        self._deadline = deadline
-        self._cached = ""
-        self._lock = asyncio.Lock()  # a refresh and a session start must not interleave
-
-    @property
-    def cached(self) -> str:
-        """The last index built; "" if none was built or the server was down every time."""
-        return self._cached
-
-    def invalidate(self) -> None:
-        """Forget the cached index (the next :attr:`cached` is "" until a build)."""
-        self._cached = ""
+        super().__init__(client, config, config.index_budget, tokenizer, deadline=deadline)
 
     async def build(self, session_id: str | None = None) -> str:
         """Build the index (with ``session_id``'s archives when given) and cache it."""
-        if self._budget <= 0:  # indexBudget 0: the user turned the index off
-            return ""
-        async with self._lock:
-            try:
-                text = await asyncio.wait_for(self._build(session_id), self._deadline)
-            except (ClientError, asyncio.TimeoutError, ValueError) as exc:
-                # ValueError: a response that does not parse (pydantic's ValidationError).
-                reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc)
-                logger.warning("memory index not built, keeping the previous one: %s", reason)
-                return ""
-            self._cached = text
-            return text
+        return await self._guarded(lambda: self._build(session_id), "memory index")
 
     async def refresh_after_commit(self, memories_extracted: int, session_id: str | None) -> str:
         """Rebuild only when the commit extracted memories; return the (possibly old) index."""

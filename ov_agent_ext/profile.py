@@ -23,17 +23,16 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from .builder import DEFAULT_DEADLINE, CachedBuilder
 from .client import OVClient
 from .config import OVConfig
-from .errors import ClientError, NotFoundError
+from .errors import NotFoundError
 from .index import (
-    DEFAULT_DEADLINE,
     archive_number,
     interleave,
     is_placeholder,
@@ -42,7 +41,7 @@ from .index import (
     walk_files,
 )
 from .models import FsEntry
-from .tokens import Tokenizer, get_tokenizer
+from .tokens import Tokenizer
 
 __all__ = [
     "CONTEXT_HEADER",
@@ -206,7 +205,7 @@ def _render_block(profile_uri: str, profile: str, listed: Sequence[_Listed], mor
     return "\n".join(lines)
 
 
-class ProfileBuilder:
+class ProfileBuilder(CachedBuilder):
     """Builds, caches and refreshes the ``<openviking-context>`` user-profile block.
 
     Never raises for server trouble: a failed or slow build logs a warning, returns "" and
@@ -221,34 +220,11 @@ class ProfileBuilder:
         *,
         deadline: float = DEFAULT_DEADLINE,
     ):
-        self._client = client
-        self._budget = config.profile_budget
-        self._tokenizer = tokenizer or get_tokenizer(config.tokenizer)
-        self._deadline = deadline
-        self._cached = ""
-        self._lock = asyncio.Lock()
-
-    @property
-    def cached(self) -> str:
-        """The last block built; "" if none was built, or there is no profile and no memory."""
-        return self._cached
-
-    def invalidate(self) -> None:
-        self._cached = ""
+        super().__init__(client, config, config.profile_budget, tokenizer, deadline=deadline)
 
     async def build(self) -> str:
         """Read the profile and list the memories; cache and return the block."""
-        if self._budget <= 0:
-            return ""
-        async with self._lock:
-            try:
-                text = await asyncio.wait_for(self._build(), self._deadline)
-            except (ClientError, asyncio.TimeoutError, ValueError) as exc:
-                reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc)
-                logger.warning("profile block not built, keeping the previous one: %s", reason)
-                return ""
-            self._cached = text
-            return text
+        return await self._guarded(self._build, "profile block")
 
     async def refresh_after_commit(self, memories_extracted: int) -> str:
         """Rebuild only when the commit extracted memories (the profile may have changed)."""
@@ -387,7 +363,7 @@ def _history_within(overview: str, budget: int, tokenizer: Tokenizer) -> str:
     return f"{HISTORY_HEADER}\n{first}" if first else ""
 
 
-class RehydrationBuilder:
+class RehydrationBuilder(CachedBuilder):
     """Fetches a session's latest archive overview as the ``[Session History Summary]`` block.
 
     Used on resume (what happened in the previous run) and after the pre-compact commit (what
@@ -402,33 +378,18 @@ class RehydrationBuilder:
         *,
         deadline: float = DEFAULT_DEADLINE,
     ):
-        self._client = client
-        self._budget = config.resume_context_budget
-        self._tokenizer = tokenizer or get_tokenizer(config.tokenizer)
-        self._deadline = deadline
-        self._cached = ""
-
-    @property
-    def cached(self) -> str:
-        """The last summary fetched; "" when none was or the session had no archive."""
-        return self._cached
-
-    def invalidate(self) -> None:
-        self._cached = ""
+        super().__init__(client, config, config.resume_context_budget, tokenizer, deadline=deadline)
 
     async def archive_overview(self, session_id: str) -> str:
         """The session's latest archive overview within budget, cached; "" when none."""
-        if self._budget <= 0 or not session_id:
+        if not session_id:
             return ""
-        try:
-            overview = await asyncio.wait_for(self._latest_overview(session_id), self._deadline)
-        except (ClientError, asyncio.TimeoutError, ValueError) as exc:
-            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc)
-            logger.warning("session history of %s not fetched: %s", session_id, reason)
-            return ""
-        text = _history_within(overview, self._budget, self._tokenizer) if overview else ""
-        self._cached = text
-        return text
+
+        async def summary() -> str:
+            overview = await self._latest_overview(session_id)
+            return _history_within(overview, self._budget, self._tokenizer) if overview else ""
+
+        return await self._guarded(summary, f"session history of {session_id}")
 
     async def _latest_overview(self, session_id: str) -> str:
         try:
