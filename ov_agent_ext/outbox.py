@@ -21,6 +21,7 @@ visible in status, never retried forever and never silently dropped.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Entry", "Identity", "Inflight", "Outbox", "OutboxStats", "SessionState"]
+__all__ = ["Enqueued", "Entry", "Identity", "Inflight", "Outbox", "OutboxStats", "SessionState"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -69,6 +70,14 @@ CREATE TABLE IF NOT EXISTS sessions (
     PRIMARY KEY (identity, session_id)
 );
 """
+
+
+class Enqueued(enum.IntEnum):
+    """What an enqueue did; falsy only for a duplicate turn."""
+
+    DUPLICATE = 0  # this turn index was already accepted: nothing written
+    QUEUED = 1
+    QUEUED_WITH_COMMIT = 2  # and the pending tokens reached the threshold: a commit follows
 
 
 @dataclass(frozen=True)
@@ -183,11 +192,15 @@ class Outbox:
         turn_index: int,
         messages: Sequence[dict[str, Any]],
         tokens: int,
-    ) -> bool:
+        *,
+        commit_at: int = 0,
+    ) -> Enqueued:
         """Queue a turn's messages unless this turn index was already accepted.
 
         The watermark moves in the same transaction, so a retried or replayed ``turn_end``
-        (same index) is a no-op, even across processes and restarts. Returns whether queued.
+        (same index) is a no-op, even across processes and restarts. With ``commit_at``, a
+        commit is queued behind the turn, in the same transaction, when the session's pending
+        tokens reach it. Returns what happened (falsy for a duplicate).
         """
         with self._tx() as db:
             self._touch_session(db, identity, session_id)
@@ -196,20 +209,28 @@ class Outbox:
                 (identity.key, session_id),
             ).fetchone()
             if watermark is not None and turn_index <= watermark:
-                return False
+                return Enqueued.DUPLICATE
             db.execute(
                 "UPDATE sessions SET watermark = ?, pending_tokens = pending_tokens + ? "
                 "WHERE identity = ? AND session_id = ?",
                 (turn_index, tokens if messages else 0, identity.key, session_id),
             )
-            if messages:
-                self._insert(db, identity, session_id, "messages", list(messages), len(messages))
-            return True
+            if not messages:
+                return Enqueued.QUEUED
+            self._insert(db, identity, session_id, "messages", list(messages), len(messages))
+            return self._commit_if_due(db, identity, session_id, commit_at)
 
     def enqueue_messages(
-        self, identity: Identity, session_id: str, messages: Sequence[dict[str, Any]], tokens: int
+        self,
+        identity: Identity,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],
+        tokens: int,
+        *,
+        commit_at: int = 0,
     ) -> int:
-        """Queue messages outside the turn sequence (a remembered fact); returns the entry id."""
+        """Queue messages outside the turn sequence (a remembered fact); returns the entry id.
+        ``commit_at`` as for :meth:`enqueue_turn`."""
         with self._tx() as db:
             self._touch_session(db, identity, session_id)
             db.execute(
@@ -217,7 +238,29 @@ class Outbox:
                 "WHERE identity = ? AND session_id = ?",
                 (tokens, identity.key, session_id),
             )
-            return self._insert(db, identity, session_id, "messages", list(messages), len(messages))
+            entry_id = self._insert(
+                db, identity, session_id, "messages", list(messages), len(messages)
+            )
+            self._commit_if_due(db, identity, session_id, commit_at)
+            return entry_id
+
+    def _commit_if_due(
+        self, db: sqlite3.Connection, identity: Identity, session_id: str, commit_at: int
+    ) -> Enqueued:
+        if commit_at <= 0:
+            return Enqueued.QUEUED
+        (pending,) = db.execute(
+            "SELECT pending_tokens FROM sessions WHERE identity = ? AND session_id = ?",
+            (identity.key, session_id),
+        ).fetchone()
+        if pending < commit_at:
+            return Enqueued.QUEUED
+        db.execute(
+            "UPDATE sessions SET pending_tokens = 0 WHERE identity = ? AND session_id = ?",
+            (identity.key, session_id),
+        )
+        self._insert(db, identity, session_id, "commit", {}, 0)
+        return Enqueued.QUEUED_WITH_COMMIT
 
     def enqueue_commit(
         self, identity: Identity, session_id: str, options: dict[str, Any] | None = None

@@ -37,7 +37,7 @@ from .client import BATCH_LIMIT, OVClient
 from .config import OVConfig
 from .errors import ClientError, NotFoundError
 from .models import CommitResult, Message
-from .outbox import Entry, Identity, Outbox, OutboxStats
+from .outbox import Enqueued, Entry, Identity, Outbox, OutboxStats
 
 __all__ = ["CommitReport", "FlushReport", "SyncManager", "identity_of"]
 
@@ -136,30 +136,34 @@ class SyncManager:
         Returns False when this turn index was already accepted (a retried ``turn_end``).
         """
         queued = self.outbox.enqueue_turn(
-            self.identity, session_id, turn_index, [m.to_request() for m in messages], tokens
+            self.identity,
+            session_id,
+            turn_index,
+            [m.to_request() for m in messages],
+            tokens,
+            commit_at=self.config.commit_token_threshold,
         )
         if queued and messages:
-            self._after_enqueue(session_id)
-        return queued
+            self._after_enqueue(commit_queued=queued is Enqueued.QUEUED_WITH_COMMIT)
+        return bool(queued)
 
     def accept_messages(self, session_id: str, messages: Sequence[Message], tokens: int) -> int:
         """Queue messages outside the turn sequence (a remembered fact); returns the entry id."""
         entry_id = self.outbox.enqueue_messages(
-            self.identity, session_id, [m.to_request() for m in messages], tokens
+            self.identity,
+            session_id,
+            [m.to_request() for m in messages],
+            tokens,
+            commit_at=self.config.commit_token_threshold,
         )
-        self._after_enqueue(session_id)
+        self._after_enqueue(commit_queued=True)  # rare: just let the flusher look now
         return entry_id
 
-    def _after_enqueue(self, session_id: str) -> None:
+    def _after_enqueue(self, *, commit_queued: bool) -> None:
+        # The threshold commit, if due, was queued behind the turn in the same transaction;
+        # it runs once that turn is on the server.
         self._queued_since_flush += 1
-        threshold = self.config.commit_token_threshold
-        if threshold and self.outbox.session_state(self.identity, session_id).pending_tokens >= (
-            threshold
-        ):
-            # Queued behind the turn that crossed it: runs once that turn is on the server.
-            self.outbox.enqueue_commit(self.identity, session_id)
-            self._wake.set()
-        if self._queued_since_flush >= self.config.write_queue_flush_threshold:
+        if commit_queued or self._queued_since_flush >= self.config.write_queue_flush_threshold:
             self._wake.set()
 
     # --- the background flusher -------------------------------------------------------------
