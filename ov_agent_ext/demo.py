@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,28 +50,12 @@ class DemoResult:
 
 @contextlib.contextmanager
 def _reference_server(data_dir: Path) -> Iterator[str]:
-    """The reference server under uvicorn in a thread, on a free loopback port."""
-    import uvicorn
-
+    """The reference server on a free loopback port (needs the ``server`` extra)."""
     from .server import create_app
+    from .server.thread import ThreadedServer
 
-    config = uvicorn.Config(
-        create_app(data_dir), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the reference server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with ThreadedServer(create_app(data_dir)) as server:
+        yield server.url
 
 
 async def run_demo(endpoint: str | None, out: Callable[[str], None] = print) -> DemoResult:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -118,26 +116,14 @@ class _Loopback:
     """The reference server under uvicorn in a thread, on a free 127.0.0.1 port."""
 
     def __init__(self, data_dir: Path, root_key: str | None):
-        import uvicorn
-
         from ov_agent_ext.server import create_app
+        from ov_agent_ext.server.thread import ThreadedServer
 
-        app = create_app(data_dir, root_api_key=root_key)
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the reference server did not start on loopback")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self._server = ThreadedServer(create_app(data_dir, root_api_key=root_key))
+        self.url = self._server.url
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._server.stop()
 
 
 @pytest.fixture(scope="session")

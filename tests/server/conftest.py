@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +12,7 @@ import pytest
 from starlette.applications import Starlette
 
 from ov_agent_ext.server import create_app
+from ov_agent_ext.server.thread import ThreadedServer
 
 
 class Api:
@@ -105,23 +104,11 @@ class Loopback:
     """A reference server under uvicorn on a free 127.0.0.1 port, in a thread."""
 
     def __init__(self, app: Starlette):
-        import uvicorn
-
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:
-            assert self.thread.is_alive(), "the loopback server stopped"
-            assert time.monotonic() < deadline, "the loopback server did not start"
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self._server = ThreadedServer(app)
+        self.url = self._server.url
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._server.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -200,30 +199,20 @@ class ThreadServer:
     one). Stop it and start another on the same port and data dir to restart the server."""
 
     def __init__(self, data_dir: Path, port: int = 0, *, gate: bool = False):
-        import uvicorn
-
         from ov_agent_ext.server import create_app
+        from ov_agent_ext.server.thread import ThreadedServer
 
         self.data_dir = data_dir
         app: Any = create_app(data_dir)
         self.gate = Gate(app) if gate else None
-        config = uvicorn.Config(self.gate or app, host="127.0.0.1", port=port, log_level="critical")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the reference server did not start on loopback")
-            time.sleep(0.005)
-        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = ThreadedServer(self.gate or app, port=port, log_level="critical")
+        self.port = self._server.port
+        self.url = self._server.url
 
     def stop(self) -> None:
         if self.gate is not None:
             self.gate.release.set()
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._server.stop()
 
 
 def manager(
