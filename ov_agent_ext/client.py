@@ -455,8 +455,11 @@ class OVClient:
         data.setdefault("session_id", session_id)
         return CommitResult.model_validate(data)
 
-    async def get_task(self, task_id: str) -> TaskInfo:
-        body = await self._request("GET", f"/api/v1/tasks/{_seg(task_id)}", kind="read")
+    async def get_task(self, task_id: str, *, timeout: float | None = None) -> TaskInfo:
+        """A background task's state; :class:`NotFoundError` when unknown or expired."""
+        body = await self._request(
+            "GET", f"/api/v1/tasks/{_seg(task_id)}", kind="read", timeout=timeout
+        )
         data = self._expect_dict(body, "task")
         data.setdefault("task_id", task_id)
         return TaskInfo.model_validate(data)
@@ -473,7 +476,7 @@ class OVClient:
                 return task, True
             poll_timeout = min(self.config.read_timeout, remaining)
             try:
-                task = await self._request_task(task_id, poll_timeout)
+                task = await self.get_task(task_id, timeout=poll_timeout)
             except ServerUnavailable as exc:
                 if exc.timed_out and poll_timeout < self.config.read_timeout:
                     return task, True  # the wait's deadline, not the server, ended this poll
@@ -481,14 +484,6 @@ class OVClient:
             if task.done:
                 return task, False
             await asyncio.sleep(min(poll_interval, max(0.0, give_up - time.monotonic())))
-
-    async def _request_task(self, task_id: str, timeout: float) -> TaskInfo:
-        body = await self._request(
-            "GET", f"/api/v1/tasks/{_seg(task_id)}", kind="read", timeout=timeout
-        )
-        data = self._expect_dict(body, "task")
-        data.setdefault("task_id", task_id)
-        return TaskInfo.model_validate(data)
 
     async def commit_and_wait(
         self,
